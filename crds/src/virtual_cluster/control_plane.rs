@@ -1,0 +1,186 @@
+//! `spec.controlPlane`: which Kubernetes distribution runs the virtual API server, and how
+//! its StatefulSet, Service and Ingress look on the host.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    api::core::v1::{Affinity, ResourceRequirements, Toleration},
+    apimachinery::pkg::api::resource::Quantity,
+};
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlPlane {
+    #[serde(default)]
+    pub distro: Distro,
+    #[serde(default)]
+    pub stateful_set: StatefulSetConfig,
+    #[serde(default)]
+    pub service: ServiceConfig,
+    #[serde(default)]
+    pub ingress: IngressConfig,
+}
+
+/// The backing distribution. At most one may be enabled; k3s runs when none is.
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[x_kube(validation = Rule::new(
+    "(has(self.k3s) && self.k3s.enabled ? 1 : 0) + (has(self.k0s) && self.k0s.enabled ? 1 : 0) + (has(self.k8s) && self.k8s.enabled ? 1 : 0) <= 1"
+).message("enable only one of k3s, k0s and k8s (set enabled: false on the others); with none enabled vnest runs k3s"))]
+pub struct Distro {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k3s: Option<DistroConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k0s: Option<DistroConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k8s: Option<DistroConfig>,
+}
+
+/// A distribution vnest can run as the virtual control plane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DistroKind {
+    K3s,
+    K0s,
+    K8s,
+}
+
+impl DistroKind {
+    /// The spelling used in the spec and in `status.distro`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DistroKind::K3s => "k3s",
+            DistroKind::K0s => "k0s",
+            DistroKind::K8s => "k8s",
+        }
+    }
+}
+
+impl Distro {
+    /// The enabled distribution and its settings; k3s with defaults when none is enabled.
+    /// (The schema already refuses more than one.)
+    pub fn selected(&self) -> (DistroKind, DistroConfig) {
+        let enabled = |c: &Option<DistroConfig>| c.as_ref().filter(|c| c.enabled).cloned();
+        if let Some(c) = enabled(&self.k0s) {
+            (DistroKind::K0s, c)
+        } else if let Some(c) = enabled(&self.k8s) {
+            (DistroKind::K8s, c)
+        } else {
+            let k3s = self.k3s.clone().unwrap_or_default();
+            (DistroKind::K3s, k3s)
+        }
+    }
+}
+
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DistroConfig {
+    #[serde(default)]
+    pub enabled: bool,
+    /// Image of the distribution; the operator's pinned default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<Image>,
+    /// Extra command-line arguments, e.g. `--disable=traefik,servicelb,metrics-server,local-storage`.
+    #[serde(default)]
+    #[schemars(length(max = 64))]
+    pub extra_args: Vec<String>,
+}
+
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Image {
+    /// e.g. `rancher/k3s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("size(self) > 0 && !self.contains(' ')").message("must be an image repository without spaces, e.g. rancher/k3s"))]
+    pub repository: Option<String>,
+    /// e.g. `v1.31.2-k3s1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.matches('^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$')").message("must be an image tag: letters, digits, '_', '.', '-', at most 128 characters"))]
+    pub tag: Option<String>,
+}
+
+/// The control plane's StatefulSet on the host.
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatefulSetConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    #[serde(default)]
+    pub persistence: Persistence,
+    /// Extra labels on the StatefulSet and its pod.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Extra annotations on the StatefulSet and its pod.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    pub scheduling: Scheduling,
+}
+
+/// The control plane's data volume (`data-<name>-0`).
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Persistence {
+    /// Requested size; 5Gi when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0'))").message("must be a positive quantity such as 10Gi"))]
+    pub size: Option<Quantity>,
+    /// StorageClass of the claim; the host's default class when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class: Option<String>,
+}
+
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Scheduling {
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+}
+
+/// The `<name>` Service in front of the virtual API server.
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceConfig {
+    #[serde(default)]
+    pub spec: ServiceSpecConfig,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServiceSpecConfig {
+    #[serde(default, rename = "type")]
+    pub type_: ServiceType,
+}
+
+#[derive(JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ServiceType {
+    #[default]
+    ClusterIP,
+    NodePort,
+    LoadBalancer,
+}
+
+/// An Ingress for the virtual API server (TLS passthrough is up to the ingress controller).
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!self.enabled || has(self.host)").message("set host when the ingress is enabled, e.g. team-alpha.vc.example.com"))]
+pub struct IngressConfig {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.matches('^(\\\\*\\\\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')").message("must be a DNS name such as team-alpha.vc.example.com"))]
+    pub host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress_class_name: Option<String>,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}

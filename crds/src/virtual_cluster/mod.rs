@@ -1,0 +1,163 @@
+//! The `VirtualCluster` custom resource. Its spec follows the shape of vCluster's
+//! `vcluster.yaml`, so a platform team can move a values file into a CR with little editing.
+
+mod control_plane;
+mod lifecycle;
+mod policies;
+mod status;
+mod sync;
+
+pub use control_plane::*;
+pub use lifecycle::*;
+pub use policies::*;
+pub use status::*;
+pub use sync::*;
+
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+/// A virtual Kubernetes cluster whose control plane and synced workloads live in this
+/// object's namespace on the host cluster.
+#[derive(CustomResource, KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "vnest.dev",
+    version = "v1alpha1",
+    kind = "VirtualCluster",
+    namespaced,
+    status = "VirtualClusterStatus",
+    shortname = "vc",
+    shortname = "vcluster",
+    category = "vnest",
+    derive = "PartialEq",
+    doc = "A virtual Kubernetes cluster: a control plane and syncer running in this namespace of the host.",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Distro", type_ = "string", json_path = ".status.distro"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(name = "Endpoint", type_ = "string", json_path = ".status.endpoint", priority = "1"),
+    printcolumn(
+        name = "Sleeping-Since",
+        type_ = "date",
+        json_path = ".status.sleepingSince",
+        priority = "1"
+    ),
+    printcolumn(name = "Next-Sleep", type_ = "date", json_path = ".status.nextSleepTime", priority = "1"),
+    printcolumn(name = "Next-Wake", type_ = "date", json_path = ".status.nextWakeTime", priority = "1"),
+    printcolumn(name = "Delete-At", type_ = "date", json_path = ".status.deleteAt", priority = "1"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualClusterSpec {
+    /// The virtual control plane: distro, StatefulSet, Service and Ingress.
+    #[serde(default)]
+    pub control_plane: ControlPlane,
+    /// Which resources the syncer copies between the virtual cluster and the host.
+    #[serde(default)]
+    pub sync: Sync,
+    #[serde(default)]
+    pub networking: Networking,
+    /// Isolation applied on the host namespace: quota, limit range, network policies, pod security.
+    #[serde(default)]
+    pub policies: Policies,
+    /// Extra permissions for the syncer on the host.
+    #[serde(default)]
+    pub rbac: Rbac,
+    /// Scale the virtual cluster to zero when idle or on a schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sleep_mode: Option<SleepMode>,
+    /// Delete the VirtualCluster after inactivity or a fixed lifetime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_delete: Option<AutoDelete>,
+    /// Sleep now and stay asleep until set back to false.
+    #[serde(default)]
+    pub paused: bool,
+    /// How the tenant kubeconfig (Secret `vc-<name>` by default) is written.
+    #[serde(default)]
+    pub export_kubeconfig: ExportKubeconfig,
+}
+
+/// Networking between the virtual cluster and the host.
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Networking {
+    #[serde(default)]
+    pub replicate_services: ReplicateServices,
+}
+
+/// Services mirrored across the boundary under another name.
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicateServices {
+    /// Host Services made reachable inside the virtual cluster.
+    #[serde(default)]
+    #[schemars(length(max = 128))]
+    pub from_host: Vec<ServiceMapping>,
+    /// Virtual Services exposed on the host.
+    #[serde(default)]
+    #[schemars(length(max = 128))]
+    pub to_host: Vec<ServiceMapping>,
+}
+
+const SERVICE_REF_RULE: &str =
+    "self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && size(self) <= 127";
+const SERVICE_REF_MESSAGE: &str =
+    "must be <namespace>/<name> or <name>, lowercase DNS labels (e.g. kube-system/kube-dns)";
+
+/// One replicated Service: `from` on one side appears as `to` on the other.
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServiceMapping {
+    /// `<namespace>/<name>` (or `<name>`) of the Service to copy.
+    #[x_kube(validation = Rule::new(SERVICE_REF_RULE).message(SERVICE_REF_MESSAGE))]
+    pub from: String,
+    /// `<namespace>/<name>` (or `<name>`) it appears as.
+    #[x_kube(validation = Rule::new(SERVICE_REF_RULE).message(SERVICE_REF_MESSAGE))]
+    pub to: String,
+}
+
+/// Extra RBAC rules for the syncer's host permissions.
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rbac {
+    /// Added to the namespaced Role of the syncer.
+    #[serde(default)]
+    pub role: ExtraRules,
+    /// Added to the syncer's ClusterRole (created only when something needs it).
+    #[serde(default)]
+    pub cluster_role: ExtraRules,
+}
+
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExtraRules {
+    #[serde(default)]
+    #[schemars(length(max = 64))]
+    pub extra_rules: Vec<PolicyRule>,
+}
+
+/// Where the tenant kubeconfig goes and what it says.
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportKubeconfig {
+    /// Context name in the kubeconfig; defaults to `vcluster-<name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("size(self) > 0 && size(self) <= 253").message("must be a non-empty context name of at most 253 characters"))]
+    pub context: Option<String>,
+    /// Server URL in the kubeconfig; defaults to the in-cluster Service URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("isURL(self) && self.startsWith('https://')").message("must be an https:// URL such as https://team-alpha.example.com:443"))]
+    pub server: Option<String>,
+    #[serde(default)]
+    pub secret: KubeconfigSecret,
+}
+
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KubeconfigSecret {
+    /// Secret name; defaults to `vc-<name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$') && size(self) <= 253").message("must be a valid Secret name (lowercase letters, digits, '-' and '.')"))]
+    pub name: Option<String>,
+}
