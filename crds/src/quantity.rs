@@ -64,9 +64,10 @@ impl JsonSchema for QuantityMap {
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
         json_schema!({
             "type": "object",
-            "maxProperties": 64,
+            "maxProperties": 32,
             "additionalProperties": {
                 "x-kubernetes-int-or-string": true,
+                "maxLength": 64,
                 "x-kubernetes-validations": [{
                     "rule": "isQuantity(string(self))",
                     "message": "must be a Kubernetes quantity such as 8, 500m or 16Gi",

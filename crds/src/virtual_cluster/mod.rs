@@ -94,16 +94,16 @@ pub struct Networking {
 pub struct ReplicateServices {
     /// Host Services made reachable inside the virtual cluster.
     #[serde(default)]
-    #[schemars(length(max = 128))]
+    #[schemars(length(max = 32))]
     pub from_host: Vec<ServiceMapping>,
     /// Virtual Services exposed on the host.
     #[serde(default)]
-    #[schemars(length(max = 128))]
+    #[schemars(length(max = 32))]
     pub to_host: Vec<ServiceMapping>,
 }
 
 const SERVICE_REF_RULE: &str =
-    "self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && size(self) <= 127";
+    "self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?$')";
 const SERVICE_REF_MESSAGE: &str =
     "must be <namespace>/<name> or <name>, lowercase DNS labels (e.g. kube-system/kube-dns)";
 
@@ -111,9 +111,11 @@ const SERVICE_REF_MESSAGE: &str =
 #[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServiceMapping {
     /// `<namespace>/<name>` (or `<name>`) of the Service to copy.
+    #[schemars(length(max = 127))]
     #[x_kube(validation = Rule::new(SERVICE_REF_RULE).message(SERVICE_REF_MESSAGE))]
     pub from: String,
     /// `<namespace>/<name>` (or `<name>`) it appears as.
+    #[schemars(length(max = 127))]
     #[x_kube(validation = Rule::new(SERVICE_REF_RULE).message(SERVICE_REF_MESSAGE))]
     pub to: String,
 }

@@ -130,10 +130,11 @@ const CIDR_MESSAGE: &str = "must be a CIDR such as 0.0.0.0/0 or 10.0.0.0/8";
 #[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IpBlock {
     #[serde(default = "any_address")]
+    #[schemars(length(max = 43))]
     #[x_kube(validation = Rule::new(CIDR_RULE).message(CIDR_MESSAGE))]
     pub cidr: String,
     #[serde(default = "private_ranges")]
-    #[schemars(length(max = 32))]
+    #[schemars(length(max = 32), inner(length(max = 43)))]
     #[x_kube(validation = Rule::new("self.all(c, isCIDR(c))").message("every entry must be a CIDR such as 10.0.0.0/8"))]
     pub except: Vec<String>,
 }
