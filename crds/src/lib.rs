@@ -32,3 +32,15 @@ pub fn crds_yaml() -> Result<String, serde_yaml::Error> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn chart_crds_match_the_rust_types() {
+        let checked_in = include_str!("../../charts/vnest/crds/virtualclusters.yaml");
+        assert!(
+            checked_in == super::crds_yaml().unwrap(),
+            "charts/vnest/crds/virtualclusters.yaml is stale: run `cargo run -p vnest-crds --bin crdgen -- --write`"
+        );
+    }
+}
