@@ -6,11 +6,14 @@
 //! once, here.
 
 pub mod duration;
+pub mod meta;
 pub mod quantity;
+pub mod syncer_config;
 pub mod virtual_cluster;
 
 pub use duration::{DurationError, DurationSpec};
-pub use quantity::QuantityMap;
+pub use quantity::{QuantityMap, quantity_value};
+pub use syncer_config::SyncerConfig;
 pub use virtual_cluster::*;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -28,6 +28,46 @@ impl QuantityMap {
     }
 }
 
+/// The numeric value of a Kubernetes quantity (`500m` → 0.5, `16Gi` → 17179869184), or `None`
+/// when `text` is not one. Used to check specs and to compare a quantity with the API server's
+/// canonical spelling of it (`0.5` is stored as `500m`).
+pub fn quantity_value(text: &str) -> Option<f64> {
+    const SUFFIXES: [(&str, f64); 15] = [
+        ("Ki", 1024.0),
+        ("Mi", 1048576.0),
+        ("Gi", 1073741824.0),
+        ("Ti", 1099511627776.0),
+        ("Pi", 1125899906842624.0),
+        ("Ei", 1152921504606846976.0),
+        ("n", 1e-9),
+        ("u", 1e-6),
+        ("m", 1e-3),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+        ("P", 1e15),
+        ("E", 1e18),
+    ];
+    let (number, multiplier) = SUFFIXES
+        .iter()
+        .find_map(|(suffix, m)| text.strip_suffix(suffix).map(|n| (n, *m)))
+        .unwrap_or((text, 1.0));
+    let (mantissa, exponent) = match number.find(['e', 'E']) {
+        Some(i) if multiplier == 1.0 => (&number[..i], number[i + 1..].parse::<i32>().ok()?),
+        _ => (number, 0),
+    };
+    let digits = mantissa.strip_prefix(['+', '-']).unwrap_or(mantissa);
+    let valid = !digits.is_empty()
+        && digits != "."
+        && digits.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && digits.matches('.').count() <= 1;
+    if !valid {
+        return None;
+    }
+    Some(mantissa.parse::<f64>().ok()? * multiplier * 10f64.powi(exponent))
+}
+
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum IntOrString {
@@ -80,6 +120,19 @@ impl JsonSchema for QuantityMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quantity_values_follow_the_kubernetes_grammar() {
+        assert_eq!(quantity_value("500m"), Some(0.5));
+        assert_eq!(quantity_value("0.5"), Some(0.5));
+        assert_eq!(quantity_value("16Gi"), Some(17179869184.0));
+        assert_eq!(quantity_value("1k"), Some(1000.0));
+        assert_eq!(quantity_value("1e3"), Some(1000.0));
+        assert_eq!(quantity_value("8"), Some(8.0));
+        for bad in ["", "lots", "1.2.3", "Gi", "1GB", "1 Gi", ".", "1e"] {
+            assert_eq!(quantity_value(bad), None, "{bad}");
+        }
+    }
 
     /// `pods: 50` and `pods: "50"` mean the same quota.
     #[test]

@@ -1,0 +1,93 @@
+//! Label, annotation and name spellings shared by the operator and the syncer.
+
+/// `app.kubernetes.io/managed-by` value on every object the operator creates.
+pub const OPERATOR_MANAGER: &str = "vnest-operator";
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+pub const LABEL_INSTANCE: &str = "app.kubernetes.io/instance";
+pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
+/// The VirtualCluster an operator-made object belongs to.
+pub const LABEL_VIRTUAL_CLUSTER: &str = "vnest.dev/virtual-cluster";
+
+/// Pod labels the seed's dashboards and alert rules select on (`app=vcluster,release=<name>`).
+pub const LABEL_APP: &str = "app";
+pub const APP_VCLUSTER: &str = "vcluster";
+pub const LABEL_RELEASE: &str = "release";
+
+/// On host objects the syncer creates: the virtual cluster that owns them, and the virtual
+/// namespace they came from (vCluster's spellings, which runbooks rely on).
+pub const LABEL_SYNCER_MANAGED_BY: &str = "vcluster.loft.sh/managed-by";
+pub const LABEL_SYNCER_NAMESPACE: &str = "vcluster.loft.sh/namespace";
+pub const ANNOTATION_OBJECT_NAME: &str = "vcluster.loft.sh/object-name";
+pub const ANNOTATION_OBJECT_NAMESPACE: &str = "vcluster.loft.sh/object-namespace";
+pub const ANNOTATION_OBJECT_UID: &str = "vcluster.loft.sh/object-uid";
+pub const ANNOTATION_OBJECT_KIND: &str = "vcluster.loft.sh/object-kind";
+
+/// Hash of the desired state last applied to an operator-made object; a differing hash means
+/// the spec changed and the object must be applied again.
+pub const ANNOTATION_APPLIED_HASH: &str = "vnest.dev/applied-hash";
+
+/// Key under which `vc-config-<name>` holds the [`crate::SyncerConfig`] YAML.
+pub const SYNCER_CONFIG_KEY: &str = "config.yaml";
+
+/// Names of the host objects that make up virtual cluster `name`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChildNames {
+    pub statefulset: String,
+    pub service: String,
+    pub headless_service: String,
+    pub service_account: String,
+    pub role: String,
+    pub config_secret: String,
+    pub certs_secret: String,
+    pub kubeconfig_secret: String,
+    pub resource_quota: String,
+    pub limit_range: String,
+    pub workload_network_policy: String,
+    pub control_plane_network_policy: String,
+    /// The ClusterRole and ClusterRoleBinding (cluster-scoped, so the namespace is in it).
+    pub cluster_role: String,
+}
+
+impl ChildNames {
+    pub fn new(namespace: &str, name: &str, kubeconfig_secret: Option<&str>) -> Self {
+        ChildNames {
+            statefulset: name.to_string(),
+            service: name.to_string(),
+            headless_service: format!("{name}-headless"),
+            service_account: format!("vc-{name}"),
+            role: format!("vc-{name}"),
+            config_secret: format!("vc-config-{name}"),
+            certs_secret: format!("{name}-certs"),
+            kubeconfig_secret: kubeconfig_secret.map_or_else(|| format!("vc-{name}"), String::from),
+            resource_quota: format!("vc-{name}"),
+            limit_range: format!("vc-{name}"),
+            workload_network_policy: format!("vc-work-{name}"),
+            control_plane_network_policy: format!("vc-cp-{name}"),
+            cluster_role: format!("vc-{namespace}-{name}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn child_names_follow_the_design_table() {
+        let n = ChildNames::new("team-alpha", "team-alpha", None);
+        assert_eq!(n.statefulset, "team-alpha");
+        assert_eq!(n.headless_service, "team-alpha-headless");
+        assert_eq!(n.config_secret, "vc-config-team-alpha");
+        assert_eq!(n.certs_secret, "team-alpha-certs");
+        assert_eq!(n.kubeconfig_secret, "vc-team-alpha");
+        assert_eq!(n.workload_network_policy, "vc-work-team-alpha");
+        assert_eq!(n.control_plane_network_policy, "vc-cp-team-alpha");
+        assert_eq!(n.cluster_role, "vc-team-alpha-team-alpha");
+    }
+
+    #[test]
+    fn kubeconfig_secret_name_can_be_overridden() {
+        let n = ChildNames::new("ns", "vc", Some("tenant-kubeconfig"));
+        assert_eq!(n.kubeconfig_secret, "tenant-kubeconfig");
+    }
+}

@@ -1,0 +1,54 @@
+//! The syncer's configuration. The operator renders it from a VirtualCluster into Secret
+//! `vc-config-<name>` (key [`crate::meta::SYNCER_CONFIG_KEY`]); the syncer reads it at start.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Networking, PodSecurityStandard, Sync, VirtualClusterSpec};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncerConfig {
+    /// The VirtualCluster's name (the `-x-<vc>` suffix of translated names).
+    pub name: String,
+    /// The host namespace synced objects are written to.
+    pub host_namespace: String,
+    /// Host Service fronting the virtual API server.
+    pub service_name: String,
+    /// Address the proxy serves tenants on.
+    pub listen_address: String,
+    pub sync: Sync,
+    pub networking: Networking,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_security_standard: Option<PodSecurityStandard>,
+}
+
+impl SyncerConfig {
+    pub fn from_spec(namespace: &str, name: &str, spec: &VirtualClusterSpec) -> Self {
+        SyncerConfig {
+            name: name.to_string(),
+            host_namespace: namespace.to_string(),
+            service_name: name.to_string(),
+            listen_address: "0.0.0.0:8443".to_string(),
+            sync: spec.sync.clone(),
+            networking: spec.networking.clone(),
+            pod_security_standard: spec.policies.pod_security_standard,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_through_yaml_as_the_operator_writes_it() {
+        let mut spec = VirtualClusterSpec::default();
+        spec.sync.to_host.ingresses.enabled = true;
+        let config = SyncerConfig::from_spec("team-alpha", "team-alpha", &spec);
+        let yaml = serde_yaml::to_string(&config).unwrap();
+        assert!(yaml.contains("hostNamespace: team-alpha"), "{yaml}");
+        let back: SyncerConfig = serde_yaml::from_str(&yaml).unwrap();
+        assert_eq!(back, config);
+        assert!(back.sync.to_host.ingresses.enabled);
+    }
+}

@@ -1,0 +1,157 @@
+//! The Services in front of the virtual API server and the isolation NetworkPolicies.
+
+use serde_json::{Value, json};
+use vnest_crds::meta::{self, ChildNames};
+
+use super::{Child, ChildKind, Input};
+
+/// Port the syncer's proxy listens on inside the pod; the Service exposes it as 443.
+pub const PROXY_PORT: i32 = 8443;
+
+/// URL tenants reach the virtual API server at (`exportKubeconfig.server` or the Service URL).
+pub fn endpoint(input: &Input) -> String {
+    input
+        .spec
+        .export_kubeconfig
+        .server
+        .clone()
+        .unwrap_or_else(|| format!("https://{}.{}.svc:443", input.name, input.namespace))
+}
+
+pub fn services(input: &Input, names: &ChildNames) -> Vec<Child> {
+    let config = &input.spec.control_plane.service;
+    let ports = json!([{ "name": "https", "port": 443, "targetPort": PROXY_PORT, "protocol": "TCP" }]);
+    let mut service = input.child(
+        ChildKind::Service,
+        &names.service,
+        "control-plane",
+        json!({ "spec": { "type": config.spec.type_, "ports": ports, "selector": input.pod_selector() } }),
+    );
+    let metadata = &mut service.object["metadata"];
+    if let Some(labels) = metadata["labels"].as_object_mut() {
+        for (k, v) in &config.labels {
+            labels.entry(k.clone()).or_insert_with(|| json!(v));
+        }
+    }
+    if !config.annotations.is_empty() {
+        metadata["annotations"] = json!(config.annotations);
+    }
+    let headless = input.child(
+        ChildKind::Service,
+        &names.headless_service,
+        "control-plane",
+        json!({ "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": true,
+            "ports": ports,
+            "selector": input.pod_selector(),
+        }}),
+    );
+    vec![service, headless]
+}
+
+fn synced_workloads(input: &Input) -> Value {
+    json!({ "matchLabels": { meta::LABEL_SYNCER_MANAGED_BY: input.name } })
+}
+
+fn dns_peer() -> Value {
+    json!({
+        "to": [{ "namespaceSelector": {}, "podSelector": { "matchLabels": { "k8s-app": "kube-dns" } } }],
+        "ports": [{ "protocol": "UDP", "port": 53 }, { "protocol": "TCP", "port": 53 }],
+    })
+}
+
+/// `vc-work-<name>`: synced workloads talk to each other, the control plane, DNS and the
+/// allowed outside ranges; only their own virtual cluster gets in.
+pub fn workload_policy(input: &Input, names: &ChildNames) -> Option<Child> {
+    let policy = &input.spec.policies.network_policy;
+    if !policy.enabled {
+        return None;
+    }
+    let same_cluster = json!([
+        { "podSelector": synced_workloads(input) },
+        { "podSelector": { "matchLabels": input.pod_selector() } },
+    ]);
+    let ip_block = &policy.outgoing_connections.ip_block;
+    Some(input.child(
+        ChildKind::NetworkPolicy,
+        &names.workload_network_policy,
+        "network-policy",
+        json!({ "spec": {
+            "podSelector": synced_workloads(input),
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{ "from": same_cluster }],
+            "egress": [
+                { "to": same_cluster },
+                dns_peer(),
+                { "to": [{ "ipBlock": { "cidr": ip_block.cidr, "except": ip_block.except } }] },
+            ],
+        }}),
+    ))
+}
+
+/// `vc-cp-<name>`: the control plane pod accepts its workloads and, on the proxy port only,
+/// tenants from anywhere (the proxy authenticates them).
+pub fn control_plane_policy(input: &Input, names: &ChildNames) -> Option<Child> {
+    if !input.spec.policies.network_policy.enabled {
+        return None;
+    }
+    Some(input.child(
+        ChildKind::NetworkPolicy,
+        &names.control_plane_network_policy,
+        "network-policy",
+        json!({ "spec": {
+            "podSelector": { "matchLabels": input.pod_selector() },
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                { "from": [{ "podSelector": synced_workloads(input) }] },
+                { "ports": [{ "protocol": "TCP", "port": PROXY_PORT }] },
+            ],
+        }}),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::desired::{desired_state, test_support::*};
+
+    #[test]
+    fn service_maps_443_to_the_proxy_and_selects_the_pod() {
+        let spec = spec_from_yaml("controlPlane: {service: {spec: {type: LoadBalancer}, annotations: {a: b}}}");
+        let state = desired_state(&input(&spec));
+        let svc = &find(&state, ChildKind::Service, "team-alpha").unwrap().object;
+        assert_eq!(svc["spec"]["type"], "LoadBalancer");
+        assert_eq!(svc["spec"]["ports"][0]["port"], 443);
+        assert_eq!(svc["spec"]["ports"][0]["targetPort"], 8443);
+        assert_eq!(svc["spec"]["selector"]["app"], "vcluster");
+        assert_eq!(svc["spec"]["selector"]["release"], "team-alpha");
+        assert_eq!(svc["metadata"]["annotations"]["a"], "b");
+        let headless = &find(&state, ChildKind::Service, "team-alpha-headless").unwrap().object;
+        assert_eq!(headless["spec"]["clusterIP"], "None");
+    }
+
+    #[test]
+    fn endpoint_defaults_to_the_service_url() {
+        let spec = spec_from_yaml("{}");
+        assert_eq!(endpoint(&input(&spec)), "https://team-alpha.team-alpha.svc:443");
+        let spec = spec_from_yaml("exportKubeconfig: {server: 'https://vc.example.com'}");
+        assert_eq!(endpoint(&input(&spec)), "https://vc.example.com");
+    }
+
+    #[test]
+    fn workload_policy_blocks_private_ranges_and_admits_only_its_cluster() {
+        let spec = spec_from_yaml("policies: {networkPolicy: {enabled: true}}");
+        let i = input(&spec);
+        let policy = workload_policy(&i, &i.names()).unwrap().object;
+        let spec = &policy["spec"];
+        assert_eq!(spec["podSelector"]["matchLabels"]["vcluster.loft.sh/managed-by"], "team-alpha");
+        assert_eq!(spec["policyTypes"], json!(["Ingress", "Egress"]));
+        let from = &spec["ingress"][0]["from"];
+        assert!(from.as_array().unwrap().iter().all(|peer| peer.get("namespaceSelector").is_none()));
+        let ip_block = &spec["egress"][2]["to"][0]["ipBlock"];
+        assert_eq!(ip_block["cidr"], "0.0.0.0/0");
+        assert!(ip_block["except"].as_array().unwrap().contains(&json!("10.0.0.0/8")));
+        assert_eq!(spec["egress"][1]["ports"][0]["port"], 53);
+    }
+}

@@ -1,0 +1,237 @@
+//! The syncer's host permissions: exactly what its enabled syncs need, plus `spec.rbac`.
+
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use serde_json::json;
+use vnest_crds::{CustomResources, ResourceScope, meta::ChildNames};
+
+use super::{Child, ChildKind, Input};
+
+const READ: &[&str] = &["get", "list", "watch"];
+const WRITE: &[&str] = &["create", "delete", "patch", "update", "get", "list", "watch"];
+
+fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(vec![group.to_string()]),
+        resources: Some(resources.iter().map(|r| r.to_string()).collect()),
+        verbs: verbs.iter().map(|v| v.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+/// `<plural>.<group>[/<version>]` → (group, plural).
+pub fn split_custom_resource_key(key: &str) -> (&str, &str) {
+    let without_version = key.split('/').next().unwrap_or(key);
+    match without_version.split_once('.') {
+        Some((plural, group)) => (group, plural),
+        None => ("", without_version),
+    }
+}
+
+fn custom_resource_rules(resources: &CustomResources, scope: ResourceScope, verbs: &[&str]) -> Vec<PolicyRule> {
+    resources
+        .iter()
+        .filter(|(_, sync)| sync.enabled && sync.scope.unwrap_or(ResourceScope::Namespaced) == scope)
+        .map(|(key, _)| {
+            let (group, plural) = split_custom_resource_key(key);
+            rule(group, &[plural], verbs)
+        })
+        .collect()
+}
+
+/// Rules on the host namespace: the toHost resources, plus events and extra rules.
+pub fn role_rules(input: &Input) -> Vec<PolicyRule> {
+    let to_host = &input.spec.sync.to_host;
+    // The syncer records events; with fromHost.events it also reads this namespace's events.
+    let event_verbs: &[&str] = if input.spec.sync.from_host.events.enabled {
+        &["create", "patch", "get", "list", "watch"]
+    } else {
+        &["create", "patch"]
+    };
+    let mut rules = vec![rule("", &["events"], event_verbs)];
+    if to_host.pods.enabled {
+        rules.push(rule("", &["pods"], WRITE));
+        rules.push(rule("", &["pods/status", "pods/ephemeralcontainers"], &["get", "patch", "update"]));
+        rules.push(rule("", &["pods/log"], &["get"]));
+        rules.push(rule("", &["pods/exec", "pods/attach", "pods/portforward"], &["create", "get"]));
+    }
+    let core: Vec<&str> = [
+        (to_host.services.enabled, "services"),
+        (to_host.endpoints.enabled, "endpoints"),
+        (to_host.configmaps.enabled, "configmaps"),
+        (to_host.secrets.enabled, "secrets"),
+        (to_host.persistentvolumeclaims.enabled, "persistentvolumeclaims"),
+        (to_host.serviceaccounts.enabled, "serviceaccounts"),
+    ]
+    .into_iter()
+    .filter_map(|(on, r)| on.then_some(r))
+    .collect();
+    if !core.is_empty() {
+        rules.push(rule("", &core, WRITE));
+    }
+    if to_host.endpoints.enabled {
+        rules.push(rule("discovery.k8s.io", &["endpointslices"], WRITE));
+    }
+    let networking: Vec<&str> = [
+        (to_host.ingresses.enabled, "ingresses"),
+        (to_host.networkpolicies.enabled, "networkpolicies"),
+    ]
+    .into_iter()
+    .filter_map(|(on, r)| on.then_some(r))
+    .collect();
+    if !networking.is_empty() {
+        rules.push(rule("networking.k8s.io", &networking, WRITE));
+    }
+    if to_host.poddisruptionbudgets.enabled {
+        rules.push(rule("policy", &["poddisruptionbudgets"], WRITE));
+    }
+    rules.extend(custom_resource_rules(&to_host.custom_resources, ResourceScope::Namespaced, WRITE));
+    rules.extend(custom_resource_rules(&input.spec.sync.from_host.custom_resources, ResourceScope::Namespaced, READ));
+    rules.extend(input.spec.rbac.role.extra_rules.iter().cloned());
+    rules
+}
+
+/// Cluster-wide rules, or none when nothing needs them.
+pub fn cluster_role_rules(input: &Input) -> Vec<PolicyRule> {
+    let from_host = &input.spec.sync.from_host;
+    let to_host = &input.spec.sync.to_host;
+    let mut rules = Vec::new();
+    if from_host.nodes.enabled {
+        rules.push(rule("", &["nodes"], READ));
+    }
+    let storage: Vec<&str> = [
+        (from_host.storage_classes.enabled, "storageclasses"),
+        (from_host.csi_drivers.enabled, "csidrivers"),
+        (from_host.csi_nodes.enabled, "csinodes"),
+        (from_host.csi_storage_capacities.enabled, "csistoragecapacities"),
+    ]
+    .into_iter()
+    .filter_map(|(on, r)| on.then_some(r))
+    .collect();
+    if !storage.is_empty() {
+        rules.push(rule("storage.k8s.io", &storage, READ));
+    }
+    if from_host.ingress_classes.enabled {
+        rules.push(rule("networking.k8s.io", &["ingressclasses"], READ));
+    }
+    if from_host.priority_classes.enabled {
+        rules.push(rule("scheduling.k8s.io", &["priorityclasses"], READ));
+    }
+    if to_host.priorityclasses.enabled {
+        rules.push(rule("scheduling.k8s.io", &["priorityclasses"], WRITE));
+    }
+    rules.extend(custom_resource_rules(&to_host.custom_resources, ResourceScope::Cluster, WRITE));
+    rules.extend(custom_resource_rules(&from_host.custom_resources, ResourceScope::Cluster, READ));
+    rules.extend(input.spec.rbac.cluster_role.extra_rules.iter().cloned());
+    rules
+}
+
+fn subjects(input: &Input, names: &ChildNames) -> serde_json::Value {
+    json!([{ "kind": "ServiceAccount", "name": names.service_account, "namespace": input.namespace }])
+}
+
+pub fn namespaced(input: &Input, names: &ChildNames) -> Vec<Child> {
+    vec![
+        input.child(ChildKind::ServiceAccount, &names.service_account, "syncer", json!({})),
+        input.child(ChildKind::Role, &names.role, "syncer", json!({ "rules": role_rules(input) })),
+        input.child(
+            ChildKind::RoleBinding,
+            &names.role,
+            "syncer",
+            json!({
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": names.role },
+                "subjects": subjects(input, names),
+            }),
+        ),
+    ]
+}
+
+/// ClusterRole and binding, or `None` when no sync needs cluster-scoped access.
+pub fn cluster(input: &Input, names: &ChildNames) -> Option<Vec<Child>> {
+    let rules = cluster_role_rules(input);
+    if rules.is_empty() {
+        return None;
+    }
+    Some(vec![
+        input.child(ChildKind::ClusterRole, &names.cluster_role, "syncer", json!({ "rules": rules })),
+        input.child(
+            ChildKind::ClusterRoleBinding,
+            &names.cluster_role,
+            "syncer",
+            json!({
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": names.cluster_role },
+                "subjects": subjects(input, names),
+            }),
+        ),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::desired::test_support::*;
+
+    fn grants(rules: &[PolicyRule], group: &str, resource: &str, verb: &str) -> bool {
+        rules.iter().any(|r| {
+            r.api_groups.as_deref().unwrap_or_default().iter().any(|g| g == group)
+                && r.resources.as_deref().unwrap_or_default().iter().any(|x| x == resource)
+                && r.verbs.iter().any(|v| v == verb)
+        })
+    }
+
+    #[test]
+    fn role_covers_enabled_to_host_resources_only() {
+        let spec = spec_from_yaml("sync: {toHost: {ingresses: {enabled: true}, services: {enabled: false}}}");
+        let rules = role_rules(&input(&spec));
+        assert!(grants(&rules, "", "pods", "create"));
+        assert!(grants(&rules, "", "pods/log", "get"));
+        assert!(grants(&rules, "networking.k8s.io", "ingresses", "patch"));
+        assert!(!grants(&rules, "", "services", "create"));
+        assert!(!grants(&rules, "networking.k8s.io", "networkpolicies", "create"));
+        assert!(!grants(&rules, "policy", "poddisruptionbudgets", "create"));
+    }
+
+    #[test]
+    fn extra_rules_are_appended() {
+        let spec = spec_from_yaml(
+            "rbac: {role: {extraRules: [{apiGroups: [networking.k8s.io], resources: [networkpolicies], verbs: [get]}]}}",
+        );
+        assert!(grants(&role_rules(&input(&spec)), "networking.k8s.io", "networkpolicies", "get"));
+    }
+
+    #[test]
+    fn cluster_role_only_when_from_host_needs_it() {
+        let spec = spec_from_yaml(
+            "sync: {fromHost: {storageClasses: {enabled: false}, csiDrivers: {enabled: false}, csiNodes: {enabled: false}, csiStorageCapacities: {enabled: false}}}",
+        );
+        let i = input(&spec);
+        assert!(cluster(&i, &i.names()).is_none());
+
+        let spec = spec_from_yaml("sync: {fromHost: {nodes: {enabled: true}, storageClasses: {enabled: false}}}");
+        let rules = cluster_role_rules(&input(&spec));
+        assert!(grants(&rules, "", "nodes", "watch"));
+        assert!(!grants(&rules, "", "nodes", "create"));
+        assert!(!grants(&rules, "storage.k8s.io", "storageclasses", "get"));
+        assert!(grants(&rules, "storage.k8s.io", "csidrivers", "list"));
+    }
+
+    #[test]
+    fn custom_resources_land_in_the_role_or_cluster_role_by_scope() {
+        let spec = spec_from_yaml(
+            "sync: {toHost: {customResources: {certificates.cert-manager.io: {enabled: true}}}, fromHost: {customResources: {clusterissuers.cert-manager.io/v1: {enabled: true, scope: Cluster}}}}",
+        );
+        let i = input(&spec);
+        assert!(grants(&role_rules(&i), "cert-manager.io", "certificates", "create"));
+        let cluster_rules = cluster_role_rules(&i);
+        assert!(grants(&cluster_rules, "cert-manager.io", "clusterissuers", "list"));
+        assert!(!grants(&cluster_rules, "cert-manager.io", "clusterissuers", "create"));
+    }
+
+    #[test]
+    fn custom_resource_keys_split_into_group_and_plural() {
+        assert_eq!(split_custom_resource_key("certificates.cert-manager.io"), ("cert-manager.io", "certificates"));
+        assert_eq!(
+            split_custom_resource_key("flunders.wardle.example.com/v1beta1"),
+            ("wardle.example.com", "flunders")
+        );
+    }
+}

@@ -1,0 +1,156 @@
+//! Secrets `vc-config-<name>` (the syncer's configuration) and `vc-<name>` (the tenant
+//! kubeconfig), and the names the serving certificate must cover.
+
+use base64::Engine;
+use serde_json::json;
+use vnest_crds::{SyncerConfig, meta::{self, ChildNames}};
+
+use super::{Child, ChildKind, Input, endpoint};
+
+fn b64(data: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(data)
+}
+
+pub fn syncer_config(input: &Input, names: &ChildNames) -> Child {
+    let config = SyncerConfig::from_spec(input.namespace, input.name, input.spec);
+    let yaml = serde_yaml::to_string(&config).unwrap_or_default();
+    input.child(
+        ChildKind::Secret,
+        &names.config_secret,
+        "syncer-config",
+        json!({ "type": "Opaque", "data": { meta::SYNCER_CONFIG_KEY: b64(yaml.as_bytes()) } }),
+    )
+}
+
+fn context_name(input: &Input) -> String {
+    input.spec.export_kubeconfig.context.clone().unwrap_or_else(|| format!("vcluster-{}", input.name))
+}
+
+/// The tenant kubeconfig, as YAML.
+pub fn kubeconfig_yaml(input: &Input) -> String {
+    let context = context_name(input);
+    let certs = input.certs;
+    let kubeconfig = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{ "name": context, "cluster": {
+            "server": endpoint(input),
+            "certificate-authority-data": b64(certs.ca_cert.as_bytes()),
+        }}],
+        "users": [{ "name": context, "user": {
+            "client-certificate-data": b64(certs.client_cert.as_bytes()),
+            "client-key-data": b64(certs.client_key.as_bytes()),
+        }}],
+        "contexts": [{ "name": context, "context": { "cluster": context, "user": context } }],
+        "current-context": context,
+    });
+    serde_yaml::to_string(&kubeconfig).unwrap_or_default()
+}
+
+pub fn kubeconfig(input: &Input, names: &ChildNames) -> Child {
+    let certs = input.certs;
+    input.child(
+        ChildKind::Secret,
+        &names.kubeconfig_secret,
+        "kubeconfig",
+        json!({ "type": "Opaque", "data": {
+            "config": b64(kubeconfig_yaml(input).as_bytes()),
+            "certificate-authority": b64(certs.ca_cert.as_bytes()),
+            "client-certificate": b64(certs.client_cert.as_bytes()),
+            "client-key": b64(certs.client_key.as_bytes()),
+        }}),
+    )
+}
+
+/// Host name of an `https://host[:port][/path]` URL.
+fn url_host(url: &str) -> Option<&str> {
+    let rest = url.strip_prefix("https://")?;
+    let authority = rest.split('/').next()?;
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next()?,
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    (!host.is_empty()).then_some(host)
+}
+
+/// Names and addresses the serving certificate is valid for.
+pub fn server_sans(namespace: &str, name: &str, spec: &vnest_crds::VirtualClusterSpec, cluster_domain: &str) -> Vec<String> {
+    let mut sans = vec![
+        name.to_string(),
+        format!("{name}.{namespace}"),
+        format!("{name}.{namespace}.svc"),
+        format!("{name}.{namespace}.svc.{cluster_domain}"),
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+    ];
+    let extra = [
+        spec.export_kubeconfig.server.as_deref().and_then(url_host),
+        spec.control_plane.ingress.enabled.then_some(spec.control_plane.ingress.host.as_deref()).flatten(),
+    ];
+    for host in extra.into_iter().flatten() {
+        if !sans.iter().any(|s| s == host) {
+            sans.push(host.to_string());
+        }
+    }
+    sans
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::desired::test_support::*;
+
+    fn decode(value: &serde_json::Value) -> String {
+        let bytes: k8s_openapi::ByteString = serde_json::from_value(value.clone()).unwrap();
+        String::from_utf8(bytes.0).unwrap()
+    }
+
+    #[test]
+    fn syncer_config_secret_holds_the_rendered_config() {
+        let spec = spec_from_yaml("sync: {toHost: {ingresses: {enabled: true}}}");
+        let i = input(&spec);
+        let secret = syncer_config(&i, &i.names()).object;
+        let config: SyncerConfig = serde_yaml::from_str(&decode(&secret["data"]["config.yaml"])).unwrap();
+        assert_eq!(config.host_namespace, "team-alpha");
+        assert!(config.sync.to_host.ingresses.enabled);
+    }
+
+    #[test]
+    fn kubeconfig_uses_the_context_and_server_from_the_spec() {
+        let spec = spec_from_yaml("exportKubeconfig: {context: ctx-a, server: 'https://vc.example.com:8443'}");
+        let i = input(&spec);
+        let secret = kubeconfig(&i, &i.names()).object;
+        let config: serde_json::Value = serde_yaml::from_str(&decode(&secret["data"]["config"])).unwrap();
+        assert_eq!(config["current-context"], "ctx-a");
+        assert_eq!(config["clusters"][0]["cluster"]["server"], "https://vc.example.com:8443");
+        assert_eq!(decode(&secret["data"]["certificate-authority"]), CERTS.ca_cert);
+        assert_eq!(decode(&secret["data"]["client-key"]), CERTS.client_key);
+    }
+
+    #[test]
+    fn kubeconfig_defaults_to_vcluster_context_and_service_url() {
+        let spec = spec_from_yaml("{}");
+        let yaml = kubeconfig_yaml(&input(&spec));
+        assert!(yaml.contains("current-context: vcluster-team-alpha"), "{yaml}");
+        assert!(yaml.contains("server: https://team-alpha.team-alpha.svc:443"), "{yaml}");
+    }
+
+    #[test]
+    fn sans_cover_service_names_and_exported_host() {
+        let spec = spec_from_yaml(
+            "exportKubeconfig: {server: 'https://vc.example.com:443'}\ncontrolPlane: {ingress: {enabled: true, host: vc-in.example.com}}",
+        );
+        let sans = server_sans("ns", "vc", &spec, "cluster.local");
+        for want in ["vc", "vc.ns", "vc.ns.svc", "vc.ns.svc.cluster.local", "vc.example.com", "vc-in.example.com"] {
+            assert!(sans.iter().any(|s| s == want), "{want} missing from {sans:?}");
+        }
+    }
+
+    #[test]
+    fn url_hosts_are_extracted() {
+        assert_eq!(url_host("https://a.b:443/x"), Some("a.b"));
+        assert_eq!(url_host("https://a.b"), Some("a.b"));
+        assert_eq!(url_host("https://[::1]:6443"), Some("::1"));
+        assert_eq!(url_host("http://a.b"), None);
+    }
+}
