@@ -52,7 +52,9 @@ impl fmt::Display for DurationSpec {
 }
 
 fn parse_duration(input: &str) -> Result<Duration, DurationError> {
-    let err = || DurationError { input: input.to_string() };
+    let err = || DurationError {
+        input: input.to_string(),
+    };
     if input.is_empty() {
         return Err(err());
     }
@@ -143,9 +145,21 @@ mod tests {
 
     #[test]
     fn overflow_is_an_error_not_a_wrap() {
-        assert!(DurationSpec::Text("99999999999999999999d".into()).to_std().is_err());
-        assert!(DurationSpec::Text("213503982334602d".into()).to_std().is_err());
-        assert!(DurationSpec::Text("213503982334601d".into()).to_std().is_ok());
+        assert!(
+            DurationSpec::Text("99999999999999999999d".into())
+                .to_std()
+                .is_err()
+        );
+        assert!(
+            DurationSpec::Text("213503982334602d".into())
+                .to_std()
+                .is_err()
+        );
+        assert!(
+            DurationSpec::Text("213503982334601d".into())
+                .to_std()
+                .is_ok()
+        );
     }
 
     /// Read-back objects serialize as they were written.

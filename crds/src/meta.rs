@@ -7,6 +7,12 @@ pub const LABEL_INSTANCE: &str = "app.kubernetes.io/instance";
 pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
 /// The VirtualCluster an operator-made object belongs to.
 pub const LABEL_VIRTUAL_CLUSTER: &str = "vnest.dev/virtual-cluster";
+/// On cluster-scoped objects (which cannot be owned): the namespace of that VirtualCluster.
+pub const LABEL_VIRTUAL_CLUSTER_NAMESPACE: &str = "vnest.dev/virtual-cluster-namespace";
+/// Finalizer that removes a VirtualCluster's cluster-scoped and syncer-made objects.
+pub const FINALIZER: &str = "vnest.dev/cleanup";
+/// On a namespace: the VirtualCluster whose Pod Security Standard its labels carry.
+pub const ANNOTATION_POD_SECURITY_FROM: &str = "vnest.dev/pod-security-from";
 
 /// Pod labels the seed's dashboards and alert rules select on (`app=vcluster,release=<name>`).
 pub const LABEL_APP: &str = "app";

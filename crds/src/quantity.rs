@@ -139,7 +139,10 @@ mod tests {
     fn numbers_and_strings_both_become_quantities() {
         let m: QuantityMap =
             serde_json::from_str(r#"{"pods": 50, "requests.memory": "16Gi"}"#).unwrap();
-        assert_eq!(m, QuantityMap::of([("pods", "50"), ("requests.memory", "16Gi")]));
+        assert_eq!(
+            m,
+            QuantityMap::of([("pods", "50"), ("requests.memory", "16Gi")])
+        );
     }
 
     #[test]

@@ -49,16 +49,29 @@ fn ca_params(cluster: &str) -> CertificateParams {
     dn.push(DnType::CommonName, format!("vnest-ca@{cluster}"));
     params.distinguished_name = dn;
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     params.not_before = rcgen::date_time_ymd(2025, 1, 1);
     params.not_after = rcgen::date_time_ymd(2035, 1, 1);
     params
 }
 
-fn leaf_params(sans: Vec<String>, common_name: &str, usage: ExtendedKeyUsagePurpose) -> Result<CertificateParams, CertError> {
+fn leaf_params(
+    sans: Vec<String>,
+    common_name: &str,
+    usage: ExtendedKeyUsagePurpose,
+) -> Result<CertificateParams, CertError> {
     let mut params = CertificateParams::new(sans)?;
-    params.distinguished_name.push(DnType::CommonName, common_name);
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
     params.extended_key_usages = vec![usage];
     params.use_authority_key_identifier_extension = true;
     params.not_before = rcgen::date_time_ymd(2025, 1, 1);
@@ -66,10 +79,15 @@ fn leaf_params(sans: Vec<String>, common_name: &str, usage: ExtendedKeyUsagePurp
     Ok(params)
 }
 
-fn issue_server(cluster: &str, ca_key: &KeyPair, sans: &[String]) -> Result<(String, String), CertError> {
+fn issue_server(
+    cluster: &str,
+    ca_key: &KeyPair,
+    sans: &[String],
+) -> Result<(String, String), CertError> {
     let issuer = Issuer::new(ca_params(cluster), ca_key);
     let key = KeyPair::generate()?;
-    let cert = leaf_params(sans.to_vec(), cluster, ExtendedKeyUsagePurpose::ServerAuth)?.signed_by(&key, &issuer)?;
+    let cert = leaf_params(sans.to_vec(), cluster, ExtendedKeyUsagePurpose::ServerAuth)?
+        .signed_by(&key, &issuer)?;
     Ok((cert.pem(), key.serialize_pem()))
 }
 
@@ -83,7 +101,9 @@ impl Certs {
         let issuer = Issuer::new(ca_params(cluster), &ca_key);
         let client_key = KeyPair::generate()?;
         let mut client = leaf_params(Vec::new(), ADMIN_USER, ExtendedKeyUsagePurpose::ClientAuth)?;
-        client.distinguished_name.push(DnType::OrganizationName, ADMIN_GROUP);
+        client
+            .distinguished_name
+            .push(DnType::OrganizationName, ADMIN_GROUP);
         let client_cert = client.signed_by(&client_key, &issuer)?;
 
         Ok(Certs {
@@ -99,13 +119,22 @@ impl Certs {
 
     /// The same PKI with the serving certificate reissued for `sans` if they changed.
     /// Returns `None` when nothing needs to change.
-    pub fn with_server_sans(&self, cluster: &str, sans: &[String]) -> Result<Option<Self>, CertError> {
+    pub fn with_server_sans(
+        &self,
+        cluster: &str,
+        sans: &[String],
+    ) -> Result<Option<Self>, CertError> {
         if self.server_sans == sans {
             return Ok(None);
         }
         let ca_key = KeyPair::from_pem(&self.ca_key)?;
         let (server_cert, server_key) = issue_server(cluster, &ca_key, sans)?;
-        Ok(Some(Certs { server_cert, server_key, server_sans: sans.to_vec(), ..self.clone() }))
+        Ok(Some(Certs {
+            server_cert,
+            server_key,
+            server_sans: sans.to_vec(),
+            ..self.clone()
+        }))
     }
 
     pub fn to_secret_data(&self) -> BTreeMap<String, ByteString> {
@@ -121,11 +150,17 @@ impl Certs {
         ])
     }
 
-    pub fn from_secret_data(secret: &str, data: &BTreeMap<String, ByteString>) -> Result<Self, CertError> {
+    pub fn from_secret_data(
+        secret: &str,
+        data: &BTreeMap<String, ByteString>,
+    ) -> Result<Self, CertError> {
         let get = |key: &'static str| {
             data.get(key)
                 .map(|v| String::from_utf8_lossy(&v.0).into_owned())
-                .ok_or_else(|| CertError::MissingKey { secret: secret.to_string(), key })
+                .ok_or_else(|| CertError::MissingKey {
+                    secret: secret.to_string(),
+                    key,
+                })
         };
         Ok(Certs {
             ca_cert: get(CA_CERT)?,
@@ -134,7 +169,11 @@ impl Certs {
             server_key: get(SERVER_KEY)?,
             client_cert: get(CLIENT_CERT)?,
             client_key: get(CLIENT_KEY)?,
-            server_sans: get(SERVER_SANS)?.split(',').filter(|s| !s.is_empty()).map(String::from).collect(),
+            server_sans: get(SERVER_SANS)?
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect(),
         })
     }
 }
@@ -144,7 +183,11 @@ mod tests {
     use super::*;
 
     fn sans() -> Vec<String> {
-        vec!["team-alpha".into(), "team-alpha.team-alpha.svc".into(), "127.0.0.1".into()]
+        vec![
+            "team-alpha".into(),
+            "team-alpha.team-alpha.svc".into(),
+            "127.0.0.1".into(),
+        ]
     }
 
     #[test]

@@ -2,6 +2,12 @@
 //! virtual control plane, and reports what it found in the object's status.
 
 pub mod certs;
+pub mod children;
 pub mod desired;
+pub mod drift;
+pub mod leader;
+pub mod metrics;
+pub mod reconcile;
 pub mod settings;
+pub mod status;
 pub mod validate;

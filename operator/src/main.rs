@@ -1,1 +1,161 @@
-fn main() {}
+use std::{net::SocketAddr, time::Duration};
+
+use anyhow::Context as _;
+use clap::{Parser, ValueEnum};
+use kube::{
+    Client, Config,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+use tracing::info;
+use vnest_operator::{
+    leader::LeaderElection,
+    metrics::{self, Metrics, Readiness},
+    reconcile,
+    settings::{Images, Settings},
+};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Reconciles VirtualCluster objects into virtual control planes on this cluster.
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Args {
+    /// Kubeconfig to use; in-cluster config or $KUBECONFIG when absent.
+    #[arg(long, env = "VNEST_KUBECONFIG")]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// Namespaces to watch (repeat, or comma-separated); all namespaces when absent.
+    #[arg(
+        long = "namespace",
+        env = "VNEST_WATCH_NAMESPACES",
+        value_delimiter = ','
+    )]
+    namespaces: Vec<String>,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, env = "VNEST_METRICS_ADDRESS", default_value = "127.0.0.1:8080")]
+    metrics_address: SocketAddr,
+    #[arg(long, env = "VNEST_SYNCER_IMAGE")]
+    syncer_image: Option<String>,
+    #[arg(long, env = "VNEST_K3S_IMAGE")]
+    k3s_image: Option<String>,
+    #[arg(long, env = "VNEST_K0S_IMAGE")]
+    k0s_image: Option<String>,
+    #[arg(long, env = "VNEST_KUBE_APISERVER_IMAGE")]
+    kube_apiserver_image: Option<String>,
+    #[arg(long, env = "VNEST_CLUSTER_DOMAIN", default_value = "cluster.local")]
+    cluster_domain: String,
+    /// Run without a Lease (a single replica only).
+    #[arg(long, env = "VNEST_NO_LEADER_ELECTION")]
+    no_leader_election: bool,
+    #[arg(long, env = "POD_NAMESPACE", default_value = "vnest-system")]
+    leader_election_namespace: String,
+    #[arg(long, default_value = "vnest-operator")]
+    leader_election_lease: String,
+    /// This replica's name in the Lease; the pod name in a cluster.
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    #[arg(long, env = "VNEST_LOG_FORMAT", value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?
+        }
+        None => Config::infer().await?,
+    };
+    Ok(Client::try_from(config)?)
+}
+
+fn settings(args: &Args) -> Settings {
+    let mut images = Images::default();
+    let overrides = [
+        (&args.syncer_image, &mut images.syncer),
+        (&args.k3s_image, &mut images.k3s),
+        (&args.k0s_image, &mut images.k0s),
+        (&args.kube_apiserver_image, &mut images.kube_apiserver),
+    ];
+    for (flag, image) in overrides {
+        if let Some(value) = flag {
+            *image = value.clone();
+        }
+    }
+    Settings {
+        images,
+        cluster_domain: args.cluster_domain.clone(),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    init_tracing(args.log_format);
+    let client = client(args.kubeconfig.as_deref()).await?;
+    let identity = args
+        .identity
+        .clone()
+        .unwrap_or_else(|| format!("vnest-operator-{}", std::process::id()));
+    let metrics = Metrics::default();
+    let readiness = Readiness::default();
+    tokio::spawn(metrics::serve(
+        args.metrics_address,
+        metrics.clone(),
+        readiness.clone(),
+    ));
+
+    let election = (!args.no_leader_election).then(|| {
+        LeaderElection::new(
+            client.clone(),
+            &args.leader_election_namespace,
+            &args.leader_election_lease,
+            &identity,
+            Duration::from_secs(15),
+        )
+    });
+    if let Some(election) = &election {
+        election.acquire().await;
+    }
+    let namespaces: Vec<Option<String>> = if args.namespaces.is_empty() {
+        vec![None]
+    } else {
+        args.namespaces.iter().cloned().map(Some).collect()
+    };
+    info!(?namespaces, identity = %identity, "starting controllers");
+    let settings = settings(&args);
+    let controllers = futures::future::join_all(namespaces.into_iter().map(|ns| {
+        reconcile::run(
+            client.clone(),
+            settings.clone(),
+            metrics.clone(),
+            readiness.clone(),
+            ns,
+            &identity,
+        )
+    }));
+    match &election {
+        Some(election) => tokio::select! {
+            _ = controllers => Ok(()),
+            _ = election.hold() => anyhow::bail!("lost the leader lease; exiting so a standby can take over"),
+        },
+        None => {
+            controllers.await;
+            Ok(())
+        }
+    }
+}

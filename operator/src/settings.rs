@@ -16,7 +16,10 @@ pub struct Images {
 impl Default for Images {
     fn default() -> Self {
         Images {
-            syncer: format!("ghcr.io/vnest-dev/vnest-syncer:{}", env!("CARGO_PKG_VERSION")),
+            syncer: format!(
+                "ghcr.io/vnest-dev/vnest-syncer:{}",
+                env!("CARGO_PKG_VERSION")
+            ),
             k3s: "rancher/k3s:v1.31.2-k3s1".into(),
             k0s: "k0sproject/k0s:v1.31.2-k0s.0".into(),
             kube_apiserver: "registry.k8s.io/kube-apiserver:v1.31.2".into(),
@@ -35,6 +38,9 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { images: Images::default(), cluster_domain: "cluster.local".into() }
+        Settings {
+            images: Images::default(),
+            cluster_domain: "cluster.local".into(),
+        }
     }
 }

@@ -23,15 +23,22 @@ impl fmt::Display for FieldError {
 pub fn parse_cron(expression: &str) -> Result<cron::Schedule, String> {
     let fields: Vec<&str> = expression.split_whitespace().collect();
     if fields.len() != 5 {
-        return Err(format!("{expression:?} has {} fields; use 5 (minute hour day-of-month month day-of-week)", fields.len()));
+        return Err(format!(
+            "{expression:?} has {} fields; use 5 (minute hour day-of-month month day-of-week)",
+            fields.len()
+        ));
     }
     // The cron crate counts seconds first; vnest schedules fire on the minute.
     let with_seconds = format!("0 {}", fields.join(" "));
-    with_seconds.parse().map_err(|err| format!("{expression:?} is not a valid cron expression: {err}"))
+    with_seconds
+        .parse()
+        .map_err(|err| format!("{expression:?} is not a valid cron expression: {err}"))
 }
 
 pub fn parse_timezone(name: &str) -> Result<chrono_tz::Tz, String> {
-    name.parse().map_err(|_| format!("{name:?} is not an IANA time zone; use a name such as UTC or Europe/Berlin"))
+    name.parse().map_err(|_| {
+        format!("{name:?} is not an IANA time zone; use a name such as UTC or Europe/Berlin")
+    })
 }
 
 struct Checker {
@@ -40,7 +47,10 @@ struct Checker {
 
 impl Checker {
     fn fail(&mut self, field: impl Into<String>, message: impl Into<String>) {
-        self.errors.push(FieldError { field: field.into(), message: message.into() });
+        self.errors.push(FieldError {
+            field: field.into(),
+            message: message.into(),
+        });
     }
 
     fn duration(&mut self, field: &str, value: Option<&DurationSpec>) {
@@ -58,7 +68,13 @@ impl Checker {
     fn quantities(&mut self, field: &str, map: &QuantityMap) {
         for (key, value) in &map.0 {
             if quantity_value(&value.0).is_none() {
-                self.fail(format!("{field}[{key}]"), format!("{:?} is not a quantity; write e.g. 8, 500m or 16Gi", value.0));
+                self.fail(
+                    format!("{field}[{key}]"),
+                    format!(
+                        "{:?} is not a quantity; write e.g. 8, 500m or 16Gi",
+                        value.0
+                    ),
+                );
             }
         }
     }
@@ -69,14 +85,23 @@ pub fn validate(spec: &VirtualClusterSpec) -> Result<(), Vec<FieldError>> {
     let mut c = Checker { errors: Vec::new() };
 
     let distro = &spec.control_plane.distro;
-    let enabled = [&distro.k3s, &distro.k0s, &distro.k8s].iter().filter(|d| d.as_ref().is_some_and(|d| d.enabled)).count();
+    let enabled = [&distro.k3s, &distro.k0s, &distro.k8s]
+        .iter()
+        .filter(|d| d.as_ref().is_some_and(|d| d.enabled))
+        .count();
     if enabled > 1 {
-        c.fail("spec.controlPlane.distro", "enable only one of k3s, k0s and k8s");
+        c.fail(
+            "spec.controlPlane.distro",
+            "enable only one of k3s, k0s and k8s",
+        );
     }
     if let Some(size) = &spec.control_plane.stateful_set.persistence.size
         && !quantity_value(&size.0).is_some_and(|v| v > 0.0)
     {
-        c.fail("spec.controlPlane.statefulSet.persistence.size", format!("{:?} must be a positive quantity such as 10Gi", size.0));
+        c.fail(
+            "spec.controlPlane.statefulSet.persistence.size",
+            format!("{:?} must be a positive quantity such as 10Gi", size.0),
+        );
     }
 
     let (to_host, from_host) = (&spec.sync.to_host, &spec.sync.from_host);
@@ -84,7 +109,12 @@ pub fn validate(spec: &VirtualClusterSpec) -> Result<(), Vec<FieldError>> {
         c.fail("spec.sync", "priority classes are enabled in both toHost.priorityclasses and fromHost.priorityClasses; disable one");
     }
     for (key, sync) in &to_host.custom_resources {
-        if sync.enabled && from_host.custom_resources.get(key).is_some_and(|s| s.enabled) {
+        if sync.enabled
+            && from_host
+                .custom_resources
+                .get(key)
+                .is_some_and(|s| s.enabled)
+        {
             c.fail(
                 format!("spec.sync.toHost.customResources[{key}]"),
                 "also enabled in spec.sync.fromHost.customResources; a resource syncs in one direction only",
@@ -93,28 +123,56 @@ pub fn validate(spec: &VirtualClusterSpec) -> Result<(), Vec<FieldError>> {
     }
 
     let policies = &spec.policies;
-    c.quantities("spec.policies.resourceQuota.quota", &policies.resource_quota.quota);
+    c.quantities(
+        "spec.policies.resourceQuota.quota",
+        &policies.resource_quota.quota,
+    );
     let limits = &policies.limit_range;
     c.quantities("spec.policies.limitRange.default", &limits.default);
-    c.quantities("spec.policies.limitRange.defaultRequest", &limits.default_request);
+    c.quantities(
+        "spec.policies.limitRange.defaultRequest",
+        &limits.default_request,
+    );
     c.quantities("spec.policies.limitRange.max", &limits.max);
     c.quantities("spec.policies.limitRange.min", &limits.min);
-    c.quantities("spec.policies.limitRange.persistentVolumeClaimMax", &limits.persistent_volume_claim_max);
+    c.quantities(
+        "spec.policies.limitRange.persistentVolumeClaimMax",
+        &limits.persistent_volume_claim_max,
+    );
 
     if let Some(sleep) = &spec.sleep_mode {
-        c.duration("spec.sleepMode.afterInactivity", sleep.after_inactivity.as_ref());
-        c.cron("spec.sleepMode.sleepSchedule", sleep.sleep_schedule.as_deref());
-        c.cron("spec.sleepMode.wakeSchedule", sleep.wake_schedule.as_deref());
+        c.duration(
+            "spec.sleepMode.afterInactivity",
+            sleep.after_inactivity.as_ref(),
+        );
+        c.cron(
+            "spec.sleepMode.sleepSchedule",
+            sleep.sleep_schedule.as_deref(),
+        );
+        c.cron(
+            "spec.sleepMode.wakeSchedule",
+            sleep.wake_schedule.as_deref(),
+        );
         if let Err(err) = parse_timezone(&sleep.timezone) {
             c.fail("spec.sleepMode.timezone", err);
         }
     }
     if let Some(delete) = &spec.auto_delete {
-        c.duration("spec.autoDelete.afterInactivity", delete.after_inactivity.as_ref());
-        c.duration("spec.autoDelete.afterCreation", delete.after_creation.as_ref());
+        c.duration(
+            "spec.autoDelete.afterInactivity",
+            delete.after_inactivity.as_ref(),
+        );
+        c.duration(
+            "spec.autoDelete.afterCreation",
+            delete.after_creation.as_ref(),
+        );
     }
 
-    if c.errors.is_empty() { Ok(()) } else { Err(c.errors) }
+    if c.errors.is_empty() {
+        Ok(())
+    } else {
+        Err(c.errors)
+    }
 }
 
 #[cfg(test)]
@@ -123,14 +181,27 @@ mod tests {
 
     fn errors(yaml: &str) -> Vec<String> {
         let spec: VirtualClusterSpec = serde_yaml::from_str(yaml).unwrap();
-        validate(&spec).err().unwrap_or_default().iter().map(ToString::to_string).collect()
+        validate(&spec)
+            .err()
+            .unwrap_or_default()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
     }
 
     #[test]
     fn seed_examples_are_valid() {
-        for file in ["team-alpha-production", "ci-minimal", "training", "saas-customer", "sleep-mode", "auto-delete"] {
+        for file in [
+            "team-alpha-production",
+            "ci-minimal",
+            "training",
+            "saas-customer",
+            "sleep-mode",
+            "auto-delete",
+        ] {
             let path = format!("{}/../examples/{file}.yaml", env!("CARGO_MANIFEST_DIR"));
-            let doc: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            let doc: serde_yaml::Value =
+                serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
             let spec: VirtualClusterSpec = serde_yaml::from_value(doc["spec"].clone()).unwrap();
             assert_eq!(validate(&spec), Ok(()), "{file}");
         }
@@ -140,12 +211,17 @@ mod tests {
     fn out_of_range_cron_fields_are_named() {
         let errs = errors("sleepMode: {sleepSchedule: '0 25 * * *'}");
         assert_eq!(errs.len(), 1);
-        assert!(errs[0].starts_with("spec.sleepMode.sleepSchedule: \"0 25 * * *\" is not a valid cron"), "{errs:?}");
+        assert!(
+            errs[0].starts_with("spec.sleepMode.sleepSchedule: \"0 25 * * *\" is not a valid cron"),
+            "{errs:?}"
+        );
     }
 
     #[test]
     fn wrong_field_counts_and_time_zones_are_refused() {
-        let errs = errors("sleepMode: {sleepSchedule: '0 20 * *', wakeSchedule: '0 8 * * 1-5', timezone: Mars/Olympus}");
+        let errs = errors(
+            "sleepMode: {sleepSchedule: '0 20 * *', wakeSchedule: '0 8 * * 1-5', timezone: Mars/Olympus}",
+        );
         assert_eq!(errs.len(), 2, "{errs:?}");
         assert!(errs[0].contains("has 4 fields"));
         assert!(errs[1].starts_with("spec.sleepMode.timezone:"));
@@ -153,7 +229,8 @@ mod tests {
 
     #[test]
     fn every_bad_quantity_is_reported_by_key() {
-        let errs = errors("policies: {resourceQuota: {quota: {pods: lots, requests.cpu: '1.2.3'}}}");
+        let errs =
+            errors("policies: {resourceQuota: {quota: {pods: lots, requests.cpu: '1.2.3'}}}");
         assert_eq!(
             errs,
             vec![
@@ -175,7 +252,9 @@ mod tests {
 
     #[test]
     fn two_distros_and_zero_size_are_refused() {
-        let errs = errors("controlPlane: {distro: {k3s: {enabled: true}, k8s: {enabled: true}}, statefulSet: {persistence: {size: '0'}}}");
+        let errs = errors(
+            "controlPlane: {distro: {k3s: {enabled: true}, k8s: {enabled: true}}, statefulSet: {persistence: {size: '0'}}}",
+        );
         assert_eq!(errs.len(), 2, "{errs:?}");
     }
 

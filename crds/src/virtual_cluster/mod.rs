@@ -19,6 +19,8 @@ use serde::{Deserialize, Serialize};
 
 /// A virtual Kubernetes cluster whose control plane and synced workloads live in this
 /// object's namespace on the host cluster.
+// Clippy mistakes the repeated `printcolumn(...)` keys for duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[kube(
     group = "vnest.dev",
@@ -38,17 +40,41 @@ use serde::{Deserialize, Serialize};
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
     ),
-    printcolumn(name = "Endpoint", type_ = "string", json_path = ".status.endpoint", priority = "1"),
+    printcolumn(
+        name = "Endpoint",
+        type_ = "string",
+        json_path = ".status.endpoint",
+        priority = "1"
+    ),
     printcolumn(
         name = "Sleeping-Since",
         type_ = "date",
         json_path = ".status.sleepingSince",
         priority = "1"
     ),
-    printcolumn(name = "Next-Sleep", type_ = "date", json_path = ".status.nextSleepTime", priority = "1"),
-    printcolumn(name = "Next-Wake", type_ = "date", json_path = ".status.nextWakeTime", priority = "1"),
-    printcolumn(name = "Delete-At", type_ = "date", json_path = ".status.deleteAt", priority = "1"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Next-Sleep",
+        type_ = "date",
+        json_path = ".status.nextSleepTime",
+        priority = "1"
+    ),
+    printcolumn(
+        name = "Next-Wake",
+        type_ = "date",
+        json_path = ".status.nextWakeTime",
+        priority = "1"
+    ),
+    printcolumn(
+        name = "Delete-At",
+        type_ = "date",
+        json_path = ".status.deleteAt",
+        priority = "1"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct VirtualClusterSpec {

@@ -35,7 +35,10 @@ pub struct ResourceQuotaPolicy {
 
 impl Default for ResourceQuotaPolicy {
     fn default() -> Self {
-        ResourceQuotaPolicy { enabled: false, quota: default_quota() }
+        ResourceQuotaPolicy {
+            enabled: false,
+            quota: default_quota(),
+        }
     }
 }
 
@@ -141,7 +144,10 @@ pub struct IpBlock {
 
 impl Default for IpBlock {
     fn default() -> Self {
-        IpBlock { cidr: any_address(), except: private_ranges() }
+        IpBlock {
+            cidr: any_address(),
+            except: private_ranges(),
+        }
     }
 }
 
@@ -150,9 +156,16 @@ fn any_address() -> String {
 }
 
 fn private_ranges() -> Vec<String> {
-    ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16"]
-        .map(String::from)
-        .to_vec()
+    [
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 /// The Kubernetes Pod Security Standard levels.

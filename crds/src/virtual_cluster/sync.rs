@@ -119,7 +119,11 @@ pub struct PodsToHost {
 
 impl Default for PodsToHost {
     fn default() -> Self {
-        PodsToHost { enabled: true, translate_patches: Vec::new(), patches: Vec::new() }
+        PodsToHost {
+            enabled: true,
+            translate_patches: Vec::new(),
+            patches: Vec::new(),
+        }
     }
 }
 
@@ -160,7 +164,10 @@ pub struct ReferencedResource {
 
 impl Default for ReferencedResource {
     fn default() -> Self {
-        ReferencedResource { enabled: true, all: false }
+        ReferencedResource {
+            enabled: true,
+            all: false,
+        }
     }
 }
 

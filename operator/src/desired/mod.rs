@@ -116,16 +116,26 @@ pub struct Input<'a> {
 
 impl Input<'_> {
     pub fn names(&self) -> ChildNames {
-        ChildNames::new(self.namespace, self.name, self.spec.export_kubeconfig.secret.name.as_deref())
+        ChildNames::new(
+            self.namespace,
+            self.name,
+            self.spec.export_kubeconfig.secret.name.as_deref(),
+        )
     }
 
     /// Labels every operator-made object carries.
     pub fn labels(&self, component: &str) -> BTreeMap<String, String> {
         BTreeMap::from([
-            (meta::LABEL_MANAGED_BY.to_string(), meta::OPERATOR_MANAGER.to_string()),
+            (
+                meta::LABEL_MANAGED_BY.to_string(),
+                meta::OPERATOR_MANAGER.to_string(),
+            ),
             (meta::LABEL_INSTANCE.to_string(), self.name.to_string()),
             (meta::LABEL_COMPONENT.to_string(), component.to_string()),
-            (meta::LABEL_VIRTUAL_CLUSTER.to_string(), self.name.to_string()),
+            (
+                meta::LABEL_VIRTUAL_CLUSTER.to_string(),
+                self.name.to_string(),
+            ),
         ])
     }
 
@@ -151,16 +161,28 @@ impl Input<'_> {
     /// `apiVersion`, `kind` and `metadata` of a child; owner reference on namespaced ones.
     fn child(&self, kind: ChildKind, name: &str, component: &str, body: Value) -> Child {
         let ar = kind.api_resource();
-        let mut metadata = json!({ "name": name, "labels": self.labels(component) });
+        let mut labels = self.labels(component);
+        if kind.is_cluster_scoped() {
+            labels.insert(
+                meta::LABEL_VIRTUAL_CLUSTER_NAMESPACE.to_string(),
+                self.namespace.to_string(),
+            );
+        }
+        let mut metadata = json!({ "name": name, "labels": labels });
         if !kind.is_cluster_scoped() {
             metadata["namespace"] = json!(self.namespace);
             metadata["ownerReferences"] = json!([self.owner_reference()]);
         }
-        let mut object = json!({ "apiVersion": ar.api_version, "kind": ar.kind, "metadata": metadata });
+        let mut object =
+            json!({ "apiVersion": ar.api_version, "kind": ar.kind, "metadata": metadata });
         if let (Value::Object(target), Value::Object(extra)) = (&mut object, body) {
             target.extend(extra);
         }
-        Child { kind, name: name.to_string(), object }
+        Child {
+            kind,
+            name: name.to_string(),
+            object,
+        }
     }
 }
 
@@ -184,8 +206,16 @@ pub fn desired_state(input: &Input) -> DesiredState {
     children.push(workload::statefulset(input, &names));
 
     let optional = [
-        (ChildKind::ResourceQuota, names.resource_quota.clone(), policies::resource_quota(input, &names)),
-        (ChildKind::LimitRange, names.limit_range.clone(), policies::limit_range(input, &names)),
+        (
+            ChildKind::ResourceQuota,
+            names.resource_quota.clone(),
+            policies::resource_quota(input, &names),
+        ),
+        (
+            ChildKind::LimitRange,
+            names.limit_range.clone(),
+            policies::limit_range(input, &names),
+        ),
         (
             ChildKind::NetworkPolicy,
             names.workload_network_policy.clone(),
@@ -204,7 +234,11 @@ pub fn desired_state(input: &Input) -> DesiredState {
         }
     }
 
-    DesiredState { children, absent, namespace_labels: policies::namespace_labels(input.spec) }
+    DesiredState {
+        children,
+        absent,
+        namespace_labels: policies::namespace_labels(input.spec),
+    }
 }
 
 #[cfg(test)]
@@ -213,8 +247,9 @@ pub(crate) mod test_support {
 
     use super::*;
 
-    pub static CERTS: LazyLock<Certs> =
-        LazyLock::new(|| Certs::generate("team-alpha/team-alpha", &["team-alpha".to_string()]).unwrap());
+    pub static CERTS: LazyLock<Certs> = LazyLock::new(|| {
+        Certs::generate("team-alpha/team-alpha", &["team-alpha".to_string()]).unwrap()
+    });
     pub static SETTINGS: LazyLock<Settings> = LazyLock::new(Settings::default);
 
     pub fn input(spec: &VirtualClusterSpec) -> Input<'_> {
@@ -234,7 +269,10 @@ pub(crate) mod test_support {
     }
 
     pub fn find<'a>(state: &'a DesiredState, kind: ChildKind, name: &str) -> Option<&'a Child> {
-        state.children.iter().find(|c| c.kind == kind && c.name == name)
+        state
+            .children
+            .iter()
+            .find(|c| c.kind == kind && c.name == name)
     }
 }
 
@@ -246,7 +284,11 @@ mod tests {
     fn a_default_spec_makes_the_core_objects_and_no_optional_ones() {
         let spec = VirtualClusterSpec::default();
         let state = desired_state(&input(&spec));
-        let mut kinds: Vec<_> = state.children.iter().map(|c| (c.kind, c.name.as_str())).collect();
+        let mut kinds: Vec<_> = state
+            .children
+            .iter()
+            .map(|c| (c.kind, c.name.as_str()))
+            .collect();
         kinds.sort();
         assert_eq!(
             kinds,
@@ -263,8 +305,16 @@ mod tests {
                 (ChildKind::StatefulSet, "team-alpha"),
             ]
         );
-        assert!(state.absent.contains(&(ChildKind::ResourceQuota, "vc-team-alpha".into())));
-        assert!(state.absent.contains(&(ChildKind::NetworkPolicy, "vc-work-team-alpha".into())));
+        assert!(
+            state
+                .absent
+                .contains(&(ChildKind::ResourceQuota, "vc-team-alpha".into()))
+        );
+        assert!(
+            state
+                .absent
+                .contains(&(ChildKind::NetworkPolicy, "vc-work-team-alpha".into()))
+        );
         assert!(state.namespace_labels.is_empty());
     }
 
@@ -274,8 +324,16 @@ mod tests {
         let state = desired_state(&input(&spec));
         for child in &state.children {
             let metadata = &child.object["metadata"];
-            assert_eq!(metadata["labels"][meta::LABEL_MANAGED_BY], "vnest-operator", "{}", child.name);
-            assert_eq!(metadata["labels"][meta::LABEL_VIRTUAL_CLUSTER], "team-alpha");
+            assert_eq!(
+                metadata["labels"][meta::LABEL_MANAGED_BY],
+                "vnest-operator",
+                "{}",
+                child.name
+            );
+            assert_eq!(
+                metadata["labels"][meta::LABEL_VIRTUAL_CLUSTER],
+                "team-alpha"
+            );
             if child.kind.is_cluster_scoped() {
                 assert!(metadata.get("ownerReferences").is_none());
                 assert!(metadata.get("namespace").is_none());
@@ -299,6 +357,9 @@ mod tests {
         assert!(find(&state, ChildKind::NetworkPolicy, "vc-work-team-alpha").is_some());
         assert!(find(&state, ChildKind::NetworkPolicy, "vc-cp-team-alpha").is_some());
         assert!(state.absent.is_empty(), "{:?}", state.absent);
-        assert_eq!(state.namespace_labels["pod-security.kubernetes.io/enforce"], "restricted");
+        assert_eq!(
+            state.namespace_labels["pod-security.kubernetes.io/enforce"],
+            "restricted"
+        );
     }
 }

@@ -20,7 +20,8 @@ pub fn endpoint(input: &Input) -> String {
 
 pub fn services(input: &Input, names: &ChildNames) -> Vec<Child> {
     let config = &input.spec.control_plane.service;
-    let ports = json!([{ "name": "https", "port": 443, "targetPort": PROXY_PORT, "protocol": "TCP" }]);
+    let ports =
+        json!([{ "name": "https", "port": 443, "targetPort": PROXY_PORT, "protocol": "TCP" }]);
     let mut service = input.child(
         ChildKind::Service,
         &names.service,
@@ -118,23 +119,32 @@ mod tests {
 
     #[test]
     fn service_maps_443_to_the_proxy_and_selects_the_pod() {
-        let spec = spec_from_yaml("controlPlane: {service: {spec: {type: LoadBalancer}, annotations: {a: b}}}");
+        let spec = spec_from_yaml(
+            "controlPlane: {service: {spec: {type: LoadBalancer}, annotations: {a: b}}}",
+        );
         let state = desired_state(&input(&spec));
-        let svc = &find(&state, ChildKind::Service, "team-alpha").unwrap().object;
+        let svc = &find(&state, ChildKind::Service, "team-alpha")
+            .unwrap()
+            .object;
         assert_eq!(svc["spec"]["type"], "LoadBalancer");
         assert_eq!(svc["spec"]["ports"][0]["port"], 443);
         assert_eq!(svc["spec"]["ports"][0]["targetPort"], 8443);
         assert_eq!(svc["spec"]["selector"]["app"], "vcluster");
         assert_eq!(svc["spec"]["selector"]["release"], "team-alpha");
         assert_eq!(svc["metadata"]["annotations"]["a"], "b");
-        let headless = &find(&state, ChildKind::Service, "team-alpha-headless").unwrap().object;
+        let headless = &find(&state, ChildKind::Service, "team-alpha-headless")
+            .unwrap()
+            .object;
         assert_eq!(headless["spec"]["clusterIP"], "None");
     }
 
     #[test]
     fn endpoint_defaults_to_the_service_url() {
         let spec = spec_from_yaml("{}");
-        assert_eq!(endpoint(&input(&spec)), "https://team-alpha.team-alpha.svc:443");
+        assert_eq!(
+            endpoint(&input(&spec)),
+            "https://team-alpha.team-alpha.svc:443"
+        );
         let spec = spec_from_yaml("exportKubeconfig: {server: 'https://vc.example.com'}");
         assert_eq!(endpoint(&input(&spec)), "https://vc.example.com");
     }
@@ -145,13 +155,26 @@ mod tests {
         let i = input(&spec);
         let policy = workload_policy(&i, &i.names()).unwrap().object;
         let spec = &policy["spec"];
-        assert_eq!(spec["podSelector"]["matchLabels"]["vcluster.loft.sh/managed-by"], "team-alpha");
+        assert_eq!(
+            spec["podSelector"]["matchLabels"]["vcluster.loft.sh/managed-by"],
+            "team-alpha"
+        );
         assert_eq!(spec["policyTypes"], json!(["Ingress", "Egress"]));
         let from = &spec["ingress"][0]["from"];
-        assert!(from.as_array().unwrap().iter().all(|peer| peer.get("namespaceSelector").is_none()));
+        assert!(
+            from.as_array()
+                .unwrap()
+                .iter()
+                .all(|peer| peer.get("namespaceSelector").is_none())
+        );
         let ip_block = &spec["egress"][2]["to"][0]["ipBlock"];
         assert_eq!(ip_block["cidr"], "0.0.0.0/0");
-        assert!(ip_block["except"].as_array().unwrap().contains(&json!("10.0.0.0/8")));
+        assert!(
+            ip_block["except"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("10.0.0.0/8"))
+        );
         assert_eq!(spec["egress"][1]["ports"][0]["port"], 53);
     }
 }

@@ -8,7 +8,12 @@ use vnest_crds::{QuantityMap, VirtualClusterSpec, meta::ChildNames};
 use super::{Child, ChildKind, Input};
 
 fn quantities(map: &QuantityMap) -> Value {
-    Value::Object(map.0.iter().map(|(k, v)| (k.clone(), json!(v.0))).collect::<Map<_, _>>())
+    Value::Object(
+        map.0
+            .iter()
+            .map(|(k, v)| (k.clone(), json!(v.0)))
+            .collect::<Map<_, _>>(),
+    )
 }
 
 pub fn resource_quota(input: &Input, names: &ChildNames) -> Option<Child> {
@@ -44,7 +49,12 @@ pub fn limit_range(input: &Input, names: &ChildNames) -> Option<Child> {
     if !policy.persistent_volume_claim_max.is_empty() {
         limits.push(json!({ "type": "PersistentVolumeClaim", "max": quantities(&policy.persistent_volume_claim_max) }));
     }
-    Some(input.child(ChildKind::LimitRange, &names.limit_range, "limit-range", json!({ "spec": { "limits": limits } })))
+    Some(input.child(
+        ChildKind::LimitRange,
+        &names.limit_range,
+        "limit-range",
+        json!({ "spec": { "limits": limits } }),
+    ))
 }
 
 /// `pod-security.kubernetes.io/{enforce,audit,warn}` for the chosen standard.
@@ -54,7 +64,12 @@ pub fn namespace_labels(spec: &VirtualClusterSpec) -> BTreeMap<String, String> {
     };
     ["enforce", "audit", "warn"]
         .into_iter()
-        .map(|mode| (format!("pod-security.kubernetes.io/{mode}"), level.as_str().to_string()))
+        .map(|mode| {
+            (
+                format!("pod-security.kubernetes.io/{mode}"),
+                level.as_str().to_string(),
+            )
+        })
         .collect()
 }
 

@@ -7,7 +7,9 @@ use vnest_crds::{CustomResources, ResourceScope, meta::ChildNames};
 use super::{Child, ChildKind, Input};
 
 const READ: &[&str] = &["get", "list", "watch"];
-const WRITE: &[&str] = &["create", "delete", "patch", "update", "get", "list", "watch"];
+const WRITE: &[&str] = &[
+    "create", "delete", "patch", "update", "get", "list", "watch",
+];
 
 fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
     PolicyRule {
@@ -27,10 +29,16 @@ pub fn split_custom_resource_key(key: &str) -> (&str, &str) {
     }
 }
 
-fn custom_resource_rules(resources: &CustomResources, scope: ResourceScope, verbs: &[&str]) -> Vec<PolicyRule> {
+fn custom_resource_rules(
+    resources: &CustomResources,
+    scope: ResourceScope,
+    verbs: &[&str],
+) -> Vec<PolicyRule> {
     resources
         .iter()
-        .filter(|(_, sync)| sync.enabled && sync.scope.unwrap_or(ResourceScope::Namespaced) == scope)
+        .filter(|(_, sync)| {
+            sync.enabled && sync.scope.unwrap_or(ResourceScope::Namespaced) == scope
+        })
         .map(|(key, _)| {
             let (group, plural) = split_custom_resource_key(key);
             rule(group, &[plural], verbs)
@@ -50,16 +58,27 @@ pub fn role_rules(input: &Input) -> Vec<PolicyRule> {
     let mut rules = vec![rule("", &["events"], event_verbs)];
     if to_host.pods.enabled {
         rules.push(rule("", &["pods"], WRITE));
-        rules.push(rule("", &["pods/status", "pods/ephemeralcontainers"], &["get", "patch", "update"]));
+        rules.push(rule(
+            "",
+            &["pods/status", "pods/ephemeralcontainers"],
+            &["get", "patch", "update"],
+        ));
         rules.push(rule("", &["pods/log"], &["get"]));
-        rules.push(rule("", &["pods/exec", "pods/attach", "pods/portforward"], &["create", "get"]));
+        rules.push(rule(
+            "",
+            &["pods/exec", "pods/attach", "pods/portforward"],
+            &["create", "get"],
+        ));
     }
     let core: Vec<&str> = [
         (to_host.services.enabled, "services"),
         (to_host.endpoints.enabled, "endpoints"),
         (to_host.configmaps.enabled, "configmaps"),
         (to_host.secrets.enabled, "secrets"),
-        (to_host.persistentvolumeclaims.enabled, "persistentvolumeclaims"),
+        (
+            to_host.persistentvolumeclaims.enabled,
+            "persistentvolumeclaims",
+        ),
         (to_host.serviceaccounts.enabled, "serviceaccounts"),
     ]
     .into_iter()
@@ -84,8 +103,16 @@ pub fn role_rules(input: &Input) -> Vec<PolicyRule> {
     if to_host.poddisruptionbudgets.enabled {
         rules.push(rule("policy", &["poddisruptionbudgets"], WRITE));
     }
-    rules.extend(custom_resource_rules(&to_host.custom_resources, ResourceScope::Namespaced, WRITE));
-    rules.extend(custom_resource_rules(&input.spec.sync.from_host.custom_resources, ResourceScope::Namespaced, READ));
+    rules.extend(custom_resource_rules(
+        &to_host.custom_resources,
+        ResourceScope::Namespaced,
+        WRITE,
+    ));
+    rules.extend(custom_resource_rules(
+        &input.spec.sync.from_host.custom_resources,
+        ResourceScope::Namespaced,
+        READ,
+    ));
     rules.extend(input.spec.rbac.role.extra_rules.iter().cloned());
     rules
 }
@@ -102,7 +129,10 @@ pub fn cluster_role_rules(input: &Input) -> Vec<PolicyRule> {
         (from_host.storage_classes.enabled, "storageclasses"),
         (from_host.csi_drivers.enabled, "csidrivers"),
         (from_host.csi_nodes.enabled, "csinodes"),
-        (from_host.csi_storage_capacities.enabled, "csistoragecapacities"),
+        (
+            from_host.csi_storage_capacities.enabled,
+            "csistoragecapacities",
+        ),
     ]
     .into_iter()
     .filter_map(|(on, r)| on.then_some(r))
@@ -119,8 +149,16 @@ pub fn cluster_role_rules(input: &Input) -> Vec<PolicyRule> {
     if to_host.priorityclasses.enabled {
         rules.push(rule("scheduling.k8s.io", &["priorityclasses"], WRITE));
     }
-    rules.extend(custom_resource_rules(&to_host.custom_resources, ResourceScope::Cluster, WRITE));
-    rules.extend(custom_resource_rules(&from_host.custom_resources, ResourceScope::Cluster, READ));
+    rules.extend(custom_resource_rules(
+        &to_host.custom_resources,
+        ResourceScope::Cluster,
+        WRITE,
+    ));
+    rules.extend(custom_resource_rules(
+        &from_host.custom_resources,
+        ResourceScope::Cluster,
+        READ,
+    ));
     rules.extend(input.spec.rbac.cluster_role.extra_rules.iter().cloned());
     rules
 }
@@ -172,21 +210,36 @@ mod tests {
 
     fn grants(rules: &[PolicyRule], group: &str, resource: &str, verb: &str) -> bool {
         rules.iter().any(|r| {
-            r.api_groups.as_deref().unwrap_or_default().iter().any(|g| g == group)
-                && r.resources.as_deref().unwrap_or_default().iter().any(|x| x == resource)
+            r.api_groups
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .any(|g| g == group)
+                && r.resources
+                    .as_deref()
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|x| x == resource)
                 && r.verbs.iter().any(|v| v == verb)
         })
     }
 
     #[test]
     fn role_covers_enabled_to_host_resources_only() {
-        let spec = spec_from_yaml("sync: {toHost: {ingresses: {enabled: true}, services: {enabled: false}}}");
+        let spec = spec_from_yaml(
+            "sync: {toHost: {ingresses: {enabled: true}, services: {enabled: false}}}",
+        );
         let rules = role_rules(&input(&spec));
         assert!(grants(&rules, "", "pods", "create"));
         assert!(grants(&rules, "", "pods/log", "get"));
         assert!(grants(&rules, "networking.k8s.io", "ingresses", "patch"));
         assert!(!grants(&rules, "", "services", "create"));
-        assert!(!grants(&rules, "networking.k8s.io", "networkpolicies", "create"));
+        assert!(!grants(
+            &rules,
+            "networking.k8s.io",
+            "networkpolicies",
+            "create"
+        ));
         assert!(!grants(&rules, "policy", "poddisruptionbudgets", "create"));
     }
 
@@ -195,7 +248,12 @@ mod tests {
         let spec = spec_from_yaml(
             "rbac: {role: {extraRules: [{apiGroups: [networking.k8s.io], resources: [networkpolicies], verbs: [get]}]}}",
         );
-        assert!(grants(&role_rules(&input(&spec)), "networking.k8s.io", "networkpolicies", "get"));
+        assert!(grants(
+            &role_rules(&input(&spec)),
+            "networking.k8s.io",
+            "networkpolicies",
+            "get"
+        ));
     }
 
     #[test]
@@ -206,7 +264,9 @@ mod tests {
         let i = input(&spec);
         assert!(cluster(&i, &i.names()).is_none());
 
-        let spec = spec_from_yaml("sync: {fromHost: {nodes: {enabled: true}, storageClasses: {enabled: false}}}");
+        let spec = spec_from_yaml(
+            "sync: {fromHost: {nodes: {enabled: true}, storageClasses: {enabled: false}}}",
+        );
         let rules = cluster_role_rules(&input(&spec));
         assert!(grants(&rules, "", "nodes", "watch"));
         assert!(!grants(&rules, "", "nodes", "create"));
@@ -220,15 +280,33 @@ mod tests {
             "sync: {toHost: {customResources: {certificates.cert-manager.io: {enabled: true}}}, fromHost: {customResources: {clusterissuers.cert-manager.io/v1: {enabled: true, scope: Cluster}}}}",
         );
         let i = input(&spec);
-        assert!(grants(&role_rules(&i), "cert-manager.io", "certificates", "create"));
+        assert!(grants(
+            &role_rules(&i),
+            "cert-manager.io",
+            "certificates",
+            "create"
+        ));
         let cluster_rules = cluster_role_rules(&i);
-        assert!(grants(&cluster_rules, "cert-manager.io", "clusterissuers", "list"));
-        assert!(!grants(&cluster_rules, "cert-manager.io", "clusterissuers", "create"));
+        assert!(grants(
+            &cluster_rules,
+            "cert-manager.io",
+            "clusterissuers",
+            "list"
+        ));
+        assert!(!grants(
+            &cluster_rules,
+            "cert-manager.io",
+            "clusterissuers",
+            "create"
+        ));
     }
 
     #[test]
     fn custom_resource_keys_split_into_group_and_plural() {
-        assert_eq!(split_custom_resource_key("certificates.cert-manager.io"), ("cert-manager.io", "certificates"));
+        assert_eq!(
+            split_custom_resource_key("certificates.cert-manager.io"),
+            ("cert-manager.io", "certificates")
+        );
         assert_eq!(
             split_custom_resource_key("flunders.wardle.example.com/v1beta1"),
             ("wardle.example.com", "flunders")

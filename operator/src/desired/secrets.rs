@@ -3,7 +3,10 @@
 
 use base64::Engine;
 use serde_json::json;
-use vnest_crds::{SyncerConfig, meta::{self, ChildNames}};
+use vnest_crds::{
+    SyncerConfig,
+    meta::{self, ChildNames},
+};
 
 use super::{Child, ChildKind, Input, endpoint};
 
@@ -23,7 +26,12 @@ pub fn syncer_config(input: &Input, names: &ChildNames) -> Child {
 }
 
 fn context_name(input: &Input) -> String {
-    input.spec.export_kubeconfig.context.clone().unwrap_or_else(|| format!("vcluster-{}", input.name))
+    input
+        .spec
+        .export_kubeconfig
+        .context
+        .clone()
+        .unwrap_or_else(|| format!("vcluster-{}", input.name))
 }
 
 /// The tenant kubeconfig, as YAML.
@@ -74,7 +82,12 @@ fn url_host(url: &str) -> Option<&str> {
 }
 
 /// Names and addresses the serving certificate is valid for.
-pub fn server_sans(namespace: &str, name: &str, spec: &vnest_crds::VirtualClusterSpec, cluster_domain: &str) -> Vec<String> {
+pub fn server_sans(
+    namespace: &str,
+    name: &str,
+    spec: &vnest_crds::VirtualClusterSpec,
+    cluster_domain: &str,
+) -> Vec<String> {
     let mut sans = vec![
         name.to_string(),
         format!("{name}.{namespace}"),
@@ -85,7 +98,11 @@ pub fn server_sans(namespace: &str, name: &str, spec: &vnest_crds::VirtualCluste
     ];
     let extra = [
         spec.export_kubeconfig.server.as_deref().and_then(url_host),
-        spec.control_plane.ingress.enabled.then_some(spec.control_plane.ingress.host.as_deref()).flatten(),
+        spec.control_plane
+            .ingress
+            .enabled
+            .then_some(spec.control_plane.ingress.host.as_deref())
+            .flatten(),
     ];
     for host in extra.into_iter().flatten() {
         if !sans.iter().any(|s| s == host) {
@@ -110,20 +127,30 @@ mod tests {
         let spec = spec_from_yaml("sync: {toHost: {ingresses: {enabled: true}}}");
         let i = input(&spec);
         let secret = syncer_config(&i, &i.names()).object;
-        let config: SyncerConfig = serde_yaml::from_str(&decode(&secret["data"]["config.yaml"])).unwrap();
+        let config: SyncerConfig =
+            serde_yaml::from_str(&decode(&secret["data"]["config.yaml"])).unwrap();
         assert_eq!(config.host_namespace, "team-alpha");
         assert!(config.sync.to_host.ingresses.enabled);
     }
 
     #[test]
     fn kubeconfig_uses_the_context_and_server_from_the_spec() {
-        let spec = spec_from_yaml("exportKubeconfig: {context: ctx-a, server: 'https://vc.example.com:8443'}");
+        let spec = spec_from_yaml(
+            "exportKubeconfig: {context: ctx-a, server: 'https://vc.example.com:8443'}",
+        );
         let i = input(&spec);
         let secret = kubeconfig(&i, &i.names()).object;
-        let config: serde_json::Value = serde_yaml::from_str(&decode(&secret["data"]["config"])).unwrap();
+        let config: serde_json::Value =
+            serde_yaml::from_str(&decode(&secret["data"]["config"])).unwrap();
         assert_eq!(config["current-context"], "ctx-a");
-        assert_eq!(config["clusters"][0]["cluster"]["server"], "https://vc.example.com:8443");
-        assert_eq!(decode(&secret["data"]["certificate-authority"]), CERTS.ca_cert);
+        assert_eq!(
+            config["clusters"][0]["cluster"]["server"],
+            "https://vc.example.com:8443"
+        );
+        assert_eq!(
+            decode(&secret["data"]["certificate-authority"]),
+            CERTS.ca_cert
+        );
         assert_eq!(decode(&secret["data"]["client-key"]), CERTS.client_key);
     }
 
@@ -131,8 +158,14 @@ mod tests {
     fn kubeconfig_defaults_to_vcluster_context_and_service_url() {
         let spec = spec_from_yaml("{}");
         let yaml = kubeconfig_yaml(&input(&spec));
-        assert!(yaml.contains("current-context: vcluster-team-alpha"), "{yaml}");
-        assert!(yaml.contains("server: https://team-alpha.team-alpha.svc:443"), "{yaml}");
+        assert!(
+            yaml.contains("current-context: vcluster-team-alpha"),
+            "{yaml}"
+        );
+        assert!(
+            yaml.contains("server: https://team-alpha.team-alpha.svc:443"),
+            "{yaml}"
+        );
     }
 
     #[test]
@@ -141,8 +174,18 @@ mod tests {
             "exportKubeconfig: {server: 'https://vc.example.com:443'}\ncontrolPlane: {ingress: {enabled: true, host: vc-in.example.com}}",
         );
         let sans = server_sans("ns", "vc", &spec, "cluster.local");
-        for want in ["vc", "vc.ns", "vc.ns.svc", "vc.ns.svc.cluster.local", "vc.example.com", "vc-in.example.com"] {
-            assert!(sans.iter().any(|s| s == want), "{want} missing from {sans:?}");
+        for want in [
+            "vc",
+            "vc.ns",
+            "vc.ns.svc",
+            "vc.ns.svc.cluster.local",
+            "vc.example.com",
+            "vc-in.example.com",
+        ] {
+            assert!(
+                sans.iter().any(|s| s == want),
+                "{want} missing from {sans:?}"
+            );
         }
     }
 

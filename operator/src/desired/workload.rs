@@ -19,7 +19,9 @@ const DEFAULT_PERSISTENCE_SIZE: &str = "5Gi";
 fn image(config: &DistroConfig, default: &str) -> String {
     let (default_repo, default_tag) = default.rsplit_once(':').unwrap_or((default, "latest"));
     let image = config.image.as_ref();
-    let repo = image.and_then(|i| i.repository.as_deref()).unwrap_or(default_repo);
+    let repo = image
+        .and_then(|i| i.repository.as_deref())
+        .unwrap_or(default_repo);
     let tag = image.and_then(|i| i.tag.as_deref()).unwrap_or(default_tag);
     format!("{repo}:{tag}")
 }
@@ -88,7 +90,10 @@ fn k8s(input: &Input, config: &DistroConfig) -> Vec<Value> {
         format!("--tls-cert-file={CERTS_DIR}/{}", certs::SERVER_CERT),
         format!("--tls-private-key-file={CERTS_DIR}/{}", certs::SERVER_KEY),
         format!("--service-account-key-file={CERTS_DIR}/{}", certs::CA_KEY),
-        format!("--service-account-signing-key-file={CERTS_DIR}/{}", certs::CA_KEY),
+        format!(
+            "--service-account-signing-key-file={CERTS_DIR}/{}",
+            certs::CA_KEY
+        ),
         "--service-account-issuer=https://kubernetes.default.svc".to_string(),
         "--authorization-mode=RBAC".to_string(),
     ];
@@ -129,17 +134,21 @@ fn k8s(input: &Input, config: &DistroConfig) -> Vec<Value> {
 }
 
 fn control_plane_resources(input: &Input) -> Value {
-    input.spec.control_plane.stateful_set.resources.as_ref().map_or_else(
-        || json!({ "requests": { "cpu": "200m", "memory": "256Mi" } }),
-        |r| serde_json::to_value(r).unwrap_or_default(),
-    )
+    input
+        .spec
+        .control_plane
+        .stateful_set
+        .resources
+        .as_ref()
+        .map_or_else(
+            || json!({ "requests": { "cpu": "200m", "memory": "256Mi" } }),
+            |r| serde_json::to_value(r).unwrap_or_default(),
+        )
 }
 
 fn syncer(input: &Input) -> Value {
     let env = |name: &str, path: &str| json!({ "name": name, "valueFrom": { "fieldRef": { "fieldPath": path } } });
-    let probe = |path: &str| {
-        json!({ "httpGet": { "path": path, "port": PROXY_PORT, "scheme": "HTTPS" }, "periodSeconds": 10, "failureThreshold": 6 })
-    };
+    let probe = |path: &str| json!({ "httpGet": { "path": path, "port": PROXY_PORT, "scheme": "HTTPS" }, "periodSeconds": 10, "failureThreshold": 6 });
     json!({
         "name": "syncer",
         "image": input.settings.images.syncer,
@@ -159,7 +168,10 @@ fn syncer(input: &Input) -> Value {
 
 fn claim_template(input: &Input) -> Value {
     let persistence = &input.spec.control_plane.stateful_set.persistence;
-    let size = persistence.size.as_ref().map_or(DEFAULT_PERSISTENCE_SIZE, |q| q.0.as_str());
+    let size = persistence
+        .size
+        .as_ref()
+        .map_or(DEFAULT_PERSISTENCE_SIZE, |q| q.0.as_str());
     let mut spec = json!({ "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": size } } });
     if let Some(class) = &persistence.storage_class {
         spec["storageClassName"] = json!(class);
@@ -260,12 +272,24 @@ mod tests {
         assert_eq!(cp["image"], "rancher/k3s:v1.31.2-k3s1");
         assert_eq!(cp["args"][0], "server");
         let syncer = container(&sts, "syncer");
-        assert_eq!(syncer["image"], format!("ghcr.io/vnest-dev/vnest-syncer:{}", env!("CARGO_PKG_VERSION")));
+        assert_eq!(
+            syncer["image"],
+            format!(
+                "ghcr.io/vnest-dev/vnest-syncer:{}",
+                env!("CARGO_PKG_VERSION")
+            )
+        );
         assert_eq!(syncer["readinessProbe"]["httpGet"]["port"], 8443);
         assert_eq!(sts["spec"]["replicas"], 1);
         assert_eq!(sts["spec"]["serviceName"], "team-alpha-headless");
-        assert_eq!(sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"], "data");
-        assert_eq!(sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"], "5Gi");
+        assert_eq!(
+            sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"],
+            "data"
+        );
+        assert_eq!(
+            sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"],
+            "5Gi"
+        );
         let labels = &sts["spec"]["template"]["metadata"]["labels"];
         assert_eq!(labels["app"], "vcluster");
         assert_eq!(labels["release"], "team-alpha");
@@ -286,24 +310,39 @@ controlPlane:
 "#);
         let cp = container(&sts, "control-plane");
         assert_eq!(cp["image"], "rancher/k3s:v1.30.0-k3s1");
-        assert_eq!(cp["args"].as_array().unwrap().last().unwrap(), "--disable=traefik");
+        assert_eq!(
+            cp["args"].as_array().unwrap().last().unwrap(),
+            "--disable=traefik"
+        );
         assert_eq!(cp["resources"]["limits"]["memory"], "1Gi");
         let claim = &sts["spec"]["volumeClaimTemplates"][0]["spec"];
         assert_eq!(claim["resources"]["requests"]["storage"], "10Gi");
         assert_eq!(claim["storageClassName"], "gp3");
         let pod = &sts["spec"]["template"]["spec"];
-        assert_eq!(pod["nodeSelector"]["node.kubernetes.io/instance-type"], "m6i.large");
+        assert_eq!(
+            pod["nodeSelector"]["node.kubernetes.io/instance-type"],
+            "m6i.large"
+        );
         assert_eq!(pod["tolerations"][0]["key"], "dedicated");
-        assert_eq!(sts["spec"]["template"]["metadata"]["labels"]["team"], "platform");
+        assert_eq!(
+            sts["spec"]["template"]["metadata"]["labels"]["team"],
+            "platform"
+        );
         assert_eq!(sts["metadata"]["labels"]["team"], "platform");
     }
 
     #[test]
     fn k0s_and_k8s_replace_the_control_plane_container() {
         let k0s = sts("controlPlane: {distro: {k0s: {enabled: true}}}");
-        assert_eq!(container(&k0s, "control-plane")["image"], "k0sproject/k0s:v1.31.2-k0s.0");
+        assert_eq!(
+            container(&k0s, "control-plane")["image"],
+            "k0sproject/k0s:v1.31.2-k0s.0"
+        );
         let k8s = sts("controlPlane: {distro: {k8s: {enabled: true}}}");
-        assert_eq!(container(&k8s, "control-plane")["command"][0], "kube-apiserver");
+        assert_eq!(
+            container(&k8s, "control-plane")["command"][0],
+            "kube-apiserver"
+        );
         container(&k8s, "etcd");
         container(&k8s, "controller-manager");
     }

@@ -1,0 +1,647 @@
+//! The VirtualCluster controller: validate, make sure the PKI exists, apply the desired state,
+//! report status and events; on deletion, remove what owner references cannot.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use futures::StreamExt;
+use k8s_openapi::{
+    api::core::v1::{Namespace, Secret},
+    apimachinery::pkg::apis::meta::v1::Time,
+    jiff::Timestamp,
+};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams},
+    core::{ApiResource, PartialObjectMeta},
+    runtime::{
+        Controller, WatchStreamExt,
+        controller::Action,
+        events::{Event, EventType, Recorder},
+        finalizer::{Event as Finalizer, finalizer},
+        reflector::{self, ObjectRef, Store},
+        watcher,
+    },
+};
+use serde_json::json;
+use tracing::{Instrument, info, info_span, warn};
+use vnest_crds::{Phase, VirtualCluster, VirtualClusterStatus, meta};
+
+use crate::{
+    certs::Certs,
+    children::{self, Applied, ChildStores, FIELD_MANAGER},
+    desired::{self, ChildKind, Input},
+    metrics::{Metrics, Readiness},
+    settings::Settings,
+    status::{self, Observed},
+    validate,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Certs(#[from] crate::certs::CertError),
+    #[error("{0}")]
+    Apply(String),
+    #[error("finalizer: {0}")]
+    Finalizer(String),
+}
+
+/// Host objects the syncer creates for a virtual cluster (label `vcluster.loft.sh/managed-by`),
+/// removed with it.
+fn syncer_made_kinds() -> Vec<ApiResource> {
+    use k8s_openapi::api::{
+        core::v1::{ConfigMap, Endpoints, PersistentVolumeClaim, Pod, Service, ServiceAccount},
+        networking::v1::{Ingress, NetworkPolicy},
+        policy::v1::PodDisruptionBudget,
+    };
+    vec![
+        ApiResource::erase::<Pod>(&()),
+        ApiResource::erase::<Service>(&()),
+        ApiResource::erase::<Endpoints>(&()),
+        ApiResource::erase::<ConfigMap>(&()),
+        ApiResource::erase::<Secret>(&()),
+        ApiResource::erase::<PersistentVolumeClaim>(&()),
+        ApiResource::erase::<ServiceAccount>(&()),
+        ApiResource::erase::<Ingress>(&()),
+        ApiResource::erase::<NetworkPolicy>(&()),
+        ApiResource::erase::<PodDisruptionBudget>(&()),
+    ]
+}
+
+pub struct Context {
+    pub client: Client,
+    pub settings: Settings,
+    pub metrics: Metrics,
+    stores: ChildStores,
+    namespaces: Store<PartialObjectMeta<Namespace>>,
+    recorder: Recorder,
+    /// Consecutive failures per VirtualCluster, for backoff.
+    failures: Mutex<HashMap<ObjectRef<VirtualCluster>, u32>>,
+    /// Last phase per VirtualCluster, for the by-phase gauge.
+    phases: Mutex<HashMap<ObjectRef<VirtualCluster>, Phase>>,
+}
+
+impl Context {
+    fn record_phase(&self, key: ObjectRef<VirtualCluster>, phase: Option<Phase>) {
+        let mut phases = self.phases.lock().unwrap_or_else(|e| e.into_inner());
+        match phase {
+            Some(p) => phases.insert(key, p),
+            None => phases.remove(&key),
+        };
+        let mut counts: BTreeMap<String, i64> = BTreeMap::new();
+        for p in phases.values() {
+            *counts.entry(format!("{p:?}")).or_default() += 1;
+        }
+        self.metrics.virtual_clusters.reset();
+        for (phase, n) in counts {
+            self.metrics
+                .virtual_clusters
+                .with_label_values(&[&phase])
+                .set(n);
+        }
+    }
+
+    async fn event(
+        &self,
+        vc: &VirtualCluster,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(err) = self.recorder.publish(&event, &vc.object_ref(&())).await {
+            warn!(error = %err, "failed to publish event");
+        } else {
+            self.metrics.write("Event", "create");
+        }
+    }
+}
+
+/// Loads `<name>-certs`, creating it on first use, and reissues the serving certificate when
+/// the names it must cover changed. Never regenerates the CA.
+async fn ensure_certs(
+    ctx: &Context,
+    vc: &VirtualCluster,
+    input_names: &vnest_crds::meta::ChildNames,
+    sans: &[String],
+) -> Result<Certs, Error> {
+    let namespace = vc.namespace().unwrap_or_default();
+    let name = &input_names.certs_secret;
+    let cluster = format!("{namespace}/{}", vc.name_any());
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    let cached = ctx.stores.get(ChildKind::Secret, Some(&namespace), name);
+    let existing = match cached {
+        Some(obj) => Some(
+            serde_json::from_value::<Secret>(
+                serde_json::to_value(obj.as_ref()).unwrap_or_default(),
+            )
+            .unwrap_or_default(),
+        ),
+        None => api.get_opt(name).await?,
+    };
+    if let Some(secret) = existing {
+        let certs = Certs::from_secret_data(name, &secret.data.unwrap_or_default())?;
+        if let Some(reissued) = certs.with_server_sans(&cluster, sans)? {
+            let patch = json!({ "data": reissued.to_secret_data() });
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            ctx.metrics.write("Secret", "patch");
+            ctx.event(
+                vc,
+                EventType::Normal,
+                "CertificateReissued",
+                "Reissue",
+                format!("serving certificate reissued for {}", sans.join(", ")),
+            )
+            .await;
+            return Ok(reissued);
+        }
+        return Ok(certs);
+    }
+    let certs = Certs::generate(&cluster, sans)?;
+    let owner = vc.controller_owner_ref(&()).into_iter().collect();
+    let mut labels = BTreeMap::from([
+        (
+            meta::LABEL_MANAGED_BY.to_string(),
+            meta::OPERATOR_MANAGER.to_string(),
+        ),
+        (meta::LABEL_INSTANCE.to_string(), vc.name_any()),
+        (
+            meta::LABEL_COMPONENT.to_string(),
+            "certificates".to_string(),
+        ),
+    ]);
+    labels.insert(meta::LABEL_VIRTUAL_CLUSTER.to_string(), vc.name_any());
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some(labels),
+            owner_references: Some(owner),
+            ..Default::default()
+        },
+        data: Some(certs.to_secret_data()),
+        type_: Some("Opaque".into()),
+        ..Default::default()
+    };
+    // Create, never apply: if another replica or an earlier reconcile got there first, use theirs.
+    match api.create(&PostParams::default(), &secret).await {
+        Ok(_) => {
+            ctx.metrics.write("Secret", "create");
+            ctx.event(
+                vc,
+                EventType::Normal,
+                "Created",
+                "Create",
+                format!("Secret {name} with the cluster's CA and certificates"),
+            )
+            .await;
+            Ok(certs)
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let secret = api.get(name).await?;
+            Ok(Certs::from_secret_data(
+                name,
+                &secret.data.unwrap_or_default(),
+            )?)
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+async fn write_status(
+    ctx: &Context,
+    vc: &VirtualCluster,
+    status: VirtualClusterStatus,
+) -> Result<(), Error> {
+    if vc.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let api: Api<VirtualCluster> =
+        Api::namespaced(ctx.client.clone(), &vc.namespace().unwrap_or_default());
+    let body = json!({ "apiVersion": VirtualCluster::api_version(&()), "kind": VirtualCluster::kind(&()), "status": status });
+    api.patch_status(
+        &vc.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&body),
+    )
+    .await?;
+    ctx.metrics.write("VirtualCluster", "status");
+    Ok(())
+}
+
+/// Sets or clears the Pod Security labels this VirtualCluster put on its namespace.
+async fn apply_namespace_labels(
+    ctx: &Context,
+    vc: &VirtualCluster,
+    labels: &BTreeMap<String, String>,
+) -> Result<(), Error> {
+    let namespace = vc.namespace().unwrap_or_default();
+    let name = vc.name_any();
+    let current = ctx.namespaces.get(&ObjectRef::new(&namespace));
+    let current_labels = current
+        .as_ref()
+        .map(|n| n.labels().clone())
+        .unwrap_or_default();
+    let owned_by_us = current
+        .as_ref()
+        .and_then(|n| {
+            n.annotations()
+                .get(meta::ANNOTATION_POD_SECURITY_FROM)
+                .cloned()
+        })
+        .is_some_and(|v| v == name);
+    let up_to_date = labels.iter().all(|(k, v)| current_labels.get(k) == Some(v));
+    if (labels.is_empty() && !owned_by_us) || (!labels.is_empty() && up_to_date && owned_by_us) {
+        return Ok(());
+    }
+    let annotations = if labels.is_empty() {
+        json!({})
+    } else {
+        json!({ meta::ANNOTATION_POD_SECURITY_FROM: name })
+    };
+    let body = json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": namespace, "labels": labels, "annotations": annotations } });
+    // A manager per VirtualCluster, so applying nothing removes exactly the labels this one set.
+    let manager = format!("{FIELD_MANAGER}.{name}");
+    Api::<Namespace>::all(ctx.client.clone())
+        .patch(
+            &namespace,
+            &PatchParams::apply(&manager).force(),
+            &Patch::Apply(&body),
+        )
+        .await?;
+    ctx.metrics.write("Namespace", "apply");
+    Ok(())
+}
+
+fn statefulset_replicas(ctx: &Context, namespace: &str, name: &str) -> Option<(i32, i32)> {
+    let sts = ctx
+        .stores
+        .get(ChildKind::StatefulSet, Some(namespace), name)?;
+    let status = &sts.data["status"];
+    let number = |key: &str| status[key].as_i64().unwrap_or(0) as i32;
+    Some((number("replicas"), number("readyReplicas")))
+}
+
+async fn apply_all(vc: &VirtualCluster, ctx: &Context) -> Result<Action, Error> {
+    let namespace = vc.namespace().unwrap_or_default();
+    let name = vc.name_any();
+    let spec = &vc.spec;
+    let names = vnest_crds::meta::ChildNames::new(
+        &namespace,
+        &name,
+        spec.export_kubeconfig.secret.name.as_deref(),
+    );
+    let mut observed = Observed {
+        generation: vc.metadata.generation,
+        distro: spec.control_plane.distro.selected().0.as_str().to_string(),
+        kubeconfig_secret: names.kubeconfig_secret.clone(),
+        ..Default::default()
+    };
+
+    if let Err(errors) = validate::validate(spec) {
+        let message = errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        observed.spec_error = Some(message.clone());
+        let previous = vc
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == status::SPEC_VALID));
+        if previous.is_none_or(|c| c.message != message) {
+            ctx.event(vc, EventType::Warning, "InvalidSpec", "Validate", message)
+                .await;
+        }
+        observed.endpoint = vc
+            .status
+            .as_ref()
+            .and_then(|s| s.endpoint.clone())
+            .unwrap_or_default();
+        observed.statefulset = statefulset_replicas(ctx, &namespace, &names.statefulset);
+        let new_status = status::compute(vc.status.as_ref(), &observed, Time(Timestamp::now()));
+        ctx.record_phase(ObjectRef::from_obj(vc), new_status.phase);
+        write_status(ctx, vc, new_status).await?;
+        return Ok(Action::await_change());
+    }
+
+    let sans = desired::server_sans(&namespace, &name, spec, &ctx.settings.cluster_domain);
+    let certs = ensure_certs(ctx, vc, &names, &sans).await?;
+    let uid = vc.uid().unwrap_or_default();
+    let input = Input {
+        namespace: &namespace,
+        name: &name,
+        uid: &uid,
+        spec,
+        settings: &ctx.settings,
+        certs: &certs,
+        replicas: 1,
+    };
+    observed.endpoint = desired::endpoint(&input);
+    let state = desired::desired_state(&input);
+
+    let mut apply_error = None;
+    for child in &state.children {
+        match children::apply(&ctx.client, &ctx.stores, &ctx.metrics, &namespace, child).await {
+            Ok(Applied::Unchanged) => {}
+            Ok(applied) => {
+                let verb = if applied == Applied::Created {
+                    "Created"
+                } else {
+                    "Updated"
+                };
+                ctx.event(
+                    vc,
+                    EventType::Normal,
+                    verb,
+                    "Apply",
+                    format!("{verb} {:?} {}", child.kind, child.name),
+                )
+                .await;
+            }
+            Err(err) => {
+                apply_error = Some(format!("applying {:?} {}: {err}", child.kind, child.name));
+                break;
+            }
+        }
+    }
+    if apply_error.is_none() {
+        for (kind, child_name) in &state.absent {
+            match children::remove(
+                &ctx.client,
+                &ctx.stores,
+                &ctx.metrics,
+                &namespace,
+                *kind,
+                child_name,
+            )
+            .await
+            {
+                Ok(true) => {
+                    ctx.event(
+                        vc,
+                        EventType::Normal,
+                        "Deleted",
+                        "Delete",
+                        format!("Deleted {kind:?} {child_name}: disabled in the spec"),
+                    )
+                    .await
+                }
+                Ok(false) => {}
+                Err(err) => {
+                    apply_error = Some(format!("deleting {kind:?} {child_name}: {err}"));
+                    break;
+                }
+            }
+        }
+    }
+    if apply_error.is_none()
+        && let Err(err) = apply_namespace_labels(ctx, vc, &state.namespace_labels).await
+    {
+        apply_error = Some(format!("labelling namespace {namespace}: {err}"));
+    }
+    if let Some(message) = &apply_error {
+        let previous = vc.status.as_ref().and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == status::CONTROL_PLANE_READY)
+        });
+        if previous.is_none_or(|c| &c.message != message) {
+            ctx.event(
+                vc,
+                EventType::Warning,
+                "ApplyFailed",
+                "Apply",
+                message.clone(),
+            )
+            .await;
+        }
+    }
+
+    observed.apply_error = apply_error.clone();
+    observed.statefulset = statefulset_replicas(ctx, &namespace, &names.statefulset);
+    let new_status = status::compute(vc.status.as_ref(), &observed, Time(Timestamp::now()));
+    ctx.record_phase(ObjectRef::from_obj(vc), new_status.phase);
+    write_status(ctx, vc, new_status).await?;
+    match apply_error {
+        // Retried with backoff by the error policy.
+        Some(message) => Err(Error::Apply(message)),
+        None => Ok(Action::requeue(Duration::from_secs(600))),
+    }
+}
+
+async fn cleanup(vc: &VirtualCluster, ctx: &Context) -> Result<Action, Error> {
+    let namespace = vc.namespace().unwrap_or_default();
+    let name = vc.name_any();
+    let names = vnest_crds::meta::ChildNames::new(&namespace, &name, None);
+    let observed = Observed {
+        generation: vc.metadata.generation,
+        deleting: true,
+        ..Default::default()
+    };
+    let mut terminating = status::compute(vc.status.as_ref(), &observed, Time(Timestamp::now()));
+    terminating.conditions.retain(|c| c.type_ == status::READY);
+    if vc.status.as_ref().and_then(|s| s.phase) != Some(Phase::Terminating) {
+        write_status(ctx, vc, terminating).await?;
+    }
+
+    for kind in [ChildKind::ClusterRoleBinding, ChildKind::ClusterRole] {
+        let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &kind.api_resource());
+        match api
+            .delete(&names.cluster_role, &DeleteParams::background())
+            .await
+        {
+            Ok(_) => ctx.metrics.write(&format!("{kind:?}"), "delete"),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    let selector =
+        ListParams::default().labels(&format!("{}={name}", meta::LABEL_SYNCER_MANAGED_BY));
+    for ar in syncer_made_kinds() {
+        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &namespace, &ar);
+        match api
+            .delete_collection(&DeleteParams::background(), &selector)
+            .await
+        {
+            Ok(_) => ctx.metrics.write(&ar.kind, "deletecollection"),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    apply_namespace_labels(ctx, vc, &BTreeMap::new()).await?;
+    ctx.record_phase(ObjectRef::from_obj(vc), None);
+    info!("cleaned up cluster-scoped and syncer-made objects");
+    Ok(Action::await_change())
+}
+
+async fn reconcile(vc: Arc<VirtualCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let namespace = vc.namespace().unwrap_or_default();
+    let api: Api<VirtualCluster> = Api::namespaced(ctx.client.clone(), &namespace);
+    let span = info_span!("reconcile", namespace = %namespace, name = %vc.name_any());
+    let result = finalizer(&api, meta::FINALIZER, vc.clone(), |event| async {
+        match event {
+            Finalizer::Apply(vc) => apply_all(&vc, &ctx).await,
+            Finalizer::Cleanup(vc) => cleanup(&vc, &ctx).await,
+        }
+    })
+    .instrument(span)
+    .await
+    .map_err(|err| match err {
+        kube::runtime::finalizer::Error::ApplyFailed(e)
+        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
+        other => Error::Finalizer(other.to_string()),
+    });
+    ctx.metrics
+        .reconcile_duration
+        .observe(started.elapsed().as_secs_f64());
+    let outcome = if result.is_ok() { "ok" } else { "error" };
+    ctx.metrics.reconciles.with_label_values(&[outcome]).inc();
+    if result.is_ok() {
+        ctx.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&ObjectRef::from_obj(vc.as_ref()));
+    }
+    result
+}
+
+/// Exponential backoff per VirtualCluster: 2s, 4s, ... up to 5 minutes.
+pub fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(2u64.saturating_pow(failures.min(9))).min(Duration::from_secs(300))
+}
+
+fn error_policy(vc: Arc<VirtualCluster>, error: &Error, ctx: Arc<Context>) -> Action {
+    let reason = match error {
+        Error::Kube(kube::Error::Api(s)) if s.code == 409 => "conflict",
+        Error::Kube(_) => "api",
+        Error::Certs(_) => "certificates",
+        Error::Apply(_) => "apply",
+        Error::Finalizer(_) => "finalizer",
+    };
+    ctx.metrics
+        .reconcile_errors
+        .with_label_values(&[reason])
+        .inc();
+    let mut failures = ctx.failures.lock().unwrap_or_else(|e| e.into_inner());
+    let count = failures
+        .entry(ObjectRef::from_obj(vc.as_ref()))
+        .or_insert(0);
+    *count += 1;
+    // Conflicts mean a newer version exists; retry at once.
+    let delay = if reason == "conflict" {
+        Duration::from_millis(200)
+    } else {
+        backoff(*count)
+    };
+    warn!(namespace = %vc.namespace().unwrap_or_default(), name = %vc.name_any(), error = %error, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+/// Runs the controller over `namespace` (or all) until shutdown.
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    metrics: Metrics,
+    readiness: Readiness,
+    namespace: Option<String>,
+    identity: &str,
+) {
+    let (stores, streams) = ChildStores::start(&client, namespace.as_deref());
+    let ns_writer = reflector::store::Writer::<PartialObjectMeta<Namespace>>::default();
+    let namespaces = ns_writer.as_reader();
+    children::drive(
+        watcher(
+            Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .modify(|o| o.managed_fields_mut().clear())
+        .reflect(ns_writer),
+    );
+    let recorder = Recorder::new(
+        client.clone(),
+        kube::runtime::events::Reporter {
+            controller: "vnest-operator".into(),
+            instance: Some(identity.to_string()),
+        },
+    );
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        settings,
+        metrics,
+        stores: stores.clone(),
+        namespaces: namespaces.clone(),
+        recorder,
+        failures: Mutex::default(),
+        phases: Mutex::default(),
+    });
+    let vcs: Api<VirtualCluster> = match &namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let mut controller = Controller::new(vcs, watcher::Config::default().any_semantic());
+    for (kind, stream) in streams {
+        let ar = kind.api_resource();
+        if kind.is_cluster_scoped() {
+            controller = controller.watches_stream_with(
+                stream,
+                |obj: DynamicObject| {
+                    let labels = obj.labels();
+                    let name = labels.get(meta::LABEL_VIRTUAL_CLUSTER)?;
+                    let ns = labels.get(meta::LABEL_VIRTUAL_CLUSTER_NAMESPACE)?;
+                    Some(ObjectRef::new(name).within(ns))
+                },
+                ar,
+            );
+        } else {
+            controller = controller.owns_stream_with(stream, ar);
+        }
+    }
+    let ready_signal = {
+        let stores = stores.clone();
+        let namespaces = namespaces.clone();
+        async move {
+            stores.wait_until_ready().await;
+            let _ = namespaces.wait_until_ready().await;
+            readiness.set_ready();
+            info!("caches synced");
+        }
+    };
+    tokio::spawn(ready_signal);
+    controller
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(err) = result {
+                tracing::debug!(error = %err, "reconcile trigger error");
+            }
+        })
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps_at_five_minutes() {
+        assert_eq!(backoff(1), Duration::from_secs(2));
+        assert_eq!(backoff(3), Duration::from_secs(8));
+        assert_eq!(backoff(50), Duration::from_secs(300));
+    }
+}
