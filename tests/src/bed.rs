@@ -1,0 +1,156 @@
+//! The test bed, started by `tests/testbed/up.sh` on first use and torn down when the test
+//! process exits (up.sh's reaper watches our pid).
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    process::Command,
+    sync::{
+        OnceLock,
+        atomic::{AtomicU32, Ordering},
+    },
+};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::{
+    Api, Client, Config,
+    api::{DeleteParams, ObjectMeta, PostParams},
+    config::{KubeConfigOptions, Kubeconfig},
+};
+
+/// Where the bed's binaries, kubeconfigs and servers are, from up.sh's env file.
+#[derive(Debug)]
+pub struct TestBed {
+    pub env: HashMap<String, String>,
+}
+
+/// The repository root (this crate lives in `tests/`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+fn start() -> TestBed {
+    let script = repo_root().join("tests/testbed/up.sh");
+    let output = Command::new("bash")
+        .arg(&script)
+        .arg("--owner-pid")
+        .arg(std::process::id().to_string())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        output.status.success(),
+        "the test bed did not start ({}):\n{}",
+        script.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let env_file = String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    let text = std::fs::read_to_string(&env_file)
+        .unwrap_or_else(|e| panic!("reading test bed env {env_file:?}: {e}"));
+    let env = text
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    TestBed { env }
+}
+
+/// The shared test bed, started on first call.
+pub fn bed() -> &'static TestBed {
+    static BED: OnceLock<TestBed> = OnceLock::new();
+    BED.get_or_init(start)
+}
+
+impl TestBed {
+    pub fn var(&self, key: &str) -> &str {
+        self.env
+            .get(key)
+            .unwrap_or_else(|| panic!("test bed env has no {key}"))
+    }
+
+    pub fn host_kubeconfig(&self) -> PathBuf {
+        PathBuf::from(self.var("VNEST_HOST_KUBECONFIG"))
+    }
+
+    pub fn virtual_kubeconfig(&self) -> PathBuf {
+        PathBuf::from(self.var("VNEST_VIRTUAL_KUBECONFIG"))
+    }
+
+    /// A binary built for the bed (`kubectl`, `helm`, `kwok`, ...).
+    pub fn bin(&self, name: &str) -> PathBuf {
+        Path::new(self.var("VNEST_TESTBED_BIN")).join(name)
+    }
+
+    /// A client of the host cluster. Make one per test: clients are bound to their runtime.
+    pub async fn host(&self) -> Client {
+        client_for(&self.host_kubeconfig()).await
+    }
+
+    /// A client of the virtual cluster's API server.
+    pub async fn virtual_cluster(&self) -> Client {
+        client_for(&self.virtual_kubeconfig()).await
+    }
+
+    /// Runs the bed's kubectl against the host; returns stdout, or stderr as the error.
+    pub fn kubectl(&self, args: &[&str]) -> Result<String, String> {
+        let out = Command::new(self.bin("kubectl"))
+            .arg("--kubeconfig")
+            .arg(self.host_kubeconfig())
+            .args(args)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+}
+
+pub async fn client_for(kubeconfig: &Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", kubeconfig.display()));
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("valid kubeconfig");
+    Client::try_from(config).expect("client")
+}
+
+/// A namespace for one test, deleted when dropped.
+pub struct TestNamespace {
+    pub name: String,
+}
+
+impl TestNamespace {
+    /// Creates `<prefix>-<pid>-<n>` on the host.
+    pub async fn create(client: &Client, prefix: &str) -> Self {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{prefix}-{}-{n}", std::process::id());
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("create test namespace");
+        TestNamespace { name }
+    }
+
+    pub async fn delete(self, client: &Client) {
+        let _ = Api::<Namespace>::all(client.clone())
+            .delete(&self.name, &DeleteParams::background())
+            .await;
+    }
+}

@@ -1,0 +1,104 @@
+//! The operator binary, run as a real process against the test bed's host cluster.
+
+use std::{
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+};
+
+use crate::bed::{TestBed, repo_root};
+
+/// `target/<profile>/vnest-operator`, built by the test command before the tests run.
+pub fn operator_binary() -> PathBuf {
+    if let Ok(path) = std::env::var("VNEST_OPERATOR_BIN") {
+        return PathBuf::from(path);
+    }
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo_root().join("target"));
+    let path = target.join("debug/vnest-operator");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build -p vnest-operator` first (tests/run.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// A running operator; killed when dropped.
+pub struct OperatorProcess {
+    child: Child,
+    pub metrics_port: u16,
+    pub log: PathBuf,
+}
+
+impl OperatorProcess {
+    /// Starts the operator watching `namespace`, leader-electing on a Lease in that namespace.
+    pub fn start(bed: &TestBed, namespace: &str, identity: &str, metrics_port: u16) -> Self {
+        let log = std::env::temp_dir().join(format!("vnest-operator-{namespace}-{identity}.log"));
+        let file = std::fs::File::create(&log).expect("operator log file");
+        let child = Command::new(operator_binary())
+            .arg("--kubeconfig")
+            .arg(bed.host_kubeconfig())
+            .args(["--namespace", namespace])
+            .args(["--leader-election-namespace", namespace])
+            .args(["--identity", identity])
+            .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
+            .env("RUST_LOG", "info,vnest_operator=debug")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start vnest-operator");
+        OperatorProcess {
+            child,
+            metrics_port,
+            log,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills the process at once (as a crash or eviction would).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The operator's `/metrics` text.
+    pub async fn metrics(&self) -> Result<String, String> {
+        let out = tokio::process::Command::new("curl")
+            .args([
+                "-sf",
+                &format!("http://127.0.0.1:{}/metrics", self.metrics_port),
+            ])
+            .output()
+            .await
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err("metrics not served".into())
+        }
+    }
+
+    /// Sum of a counter over all its label sets, e.g. `vnest_api_writes_total`.
+    pub async fn counter(&self, name: &str) -> Result<f64, String> {
+        let text = self.metrics().await?;
+        Ok(text
+            .lines()
+            .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum())
+    }
+}
+
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,23 @@
+//! Polling until the cluster reaches a state, with a deadline and the last observation in the
+//! failure message.
+
+use std::{fmt::Debug, future::Future, time::Duration};
+
+/// Polls `probe` every 250 ms until it returns `Ok`, or panics after `timeout` with the last
+/// `Err` it returned.
+pub async fn until<T, E: Debug, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        match probe().await {
+            Ok(value) => return value,
+            Err(last) if tokio::time::Instant::now() >= deadline => {
+                panic!("timed out after {timeout:?} waiting for {what}; last seen: {last:?}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
