@@ -9,7 +9,7 @@ use std::{
 
 use futures::StreamExt;
 use k8s_openapi::{
-    api::core::v1::{Namespace, Secret},
+    api::core::v1::{Namespace, ObjectReference, Secret},
     apimachinery::pkg::apis::meta::v1::Time,
     jiff::Timestamp,
 };
@@ -115,12 +115,27 @@ impl Context {
         action: &str,
         note: String,
     ) {
+        self.event_about(vc, None, type_, reason, action, note)
+            .await;
+    }
+
+    /// An event on `vc` naming the child it concerns, so events about different children are
+    /// not folded into one series.
+    async fn event_about(
+        &self,
+        vc: &VirtualCluster,
+        child: Option<ObjectReference>,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
         let event = Event {
             type_,
             reason: reason.into(),
             note: Some(note),
             action: action.into(),
-            secondary: None,
+            secondary: child,
         };
         if let Err(err) = self.recorder.publish(&event, &vc.object_ref(&())).await {
             warn!(error = %err, "failed to publish event");
@@ -286,6 +301,17 @@ async fn apply_namespace_labels(
     Ok(())
 }
 
+fn child_reference(kind: ChildKind, namespace: &str, name: &str) -> ObjectReference {
+    let ar = kind.api_resource();
+    ObjectReference {
+        api_version: Some(ar.api_version),
+        kind: Some(ar.kind),
+        name: Some(name.to_string()),
+        namespace: (!kind.is_cluster_scoped()).then(|| namespace.to_string()),
+        ..Default::default()
+    }
+}
+
 fn statefulset_replicas(ctx: &Context, namespace: &str, name: &str) -> Option<(i32, i32)> {
     let sts = ctx
         .stores
@@ -363,14 +389,10 @@ async fn apply_all(vc: &VirtualCluster, ctx: &Context) -> Result<Action, Error> 
                 } else {
                     "Updated"
                 };
-                ctx.event(
-                    vc,
-                    EventType::Normal,
-                    verb,
-                    "Apply",
-                    format!("{verb} {:?} {}", child.kind, child.name),
-                )
-                .await;
+                let reference = child_reference(child.kind, &namespace, &child.name);
+                let note = format!("{verb} {:?} {}", child.kind, child.name);
+                ctx.event_about(vc, Some(reference), EventType::Normal, verb, "Apply", note)
+                    .await;
             }
             Err(err) => {
                 apply_error = Some(format!("applying {:?} {}: {err}", child.kind, child.name));
@@ -391,12 +413,15 @@ async fn apply_all(vc: &VirtualCluster, ctx: &Context) -> Result<Action, Error> 
             .await
             {
                 Ok(true) => {
-                    ctx.event(
+                    let reference = child_reference(*kind, &namespace, child_name);
+                    let note = format!("Deleted {kind:?} {child_name}: disabled in the spec");
+                    ctx.event_about(
                         vc,
+                        Some(reference),
                         EventType::Normal,
                         "Deleted",
                         "Delete",
-                        format!("Deleted {kind:?} {child_name}: disabled in the spec"),
+                        note,
                     )
                     .await
                 }

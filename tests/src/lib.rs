@@ -4,6 +4,7 @@
 
 pub mod bed;
 pub mod crd;
+pub mod fixtures;
 pub mod operator;
 pub mod wait;
 

@@ -1,0 +1,105 @@
+//! Objects tests create: VirtualClusters, pre-bound volumes for their data claims, free ports.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::PersistentVolume;
+use kube::{
+    Api, Client,
+    api::{Patch, PatchParams, PostParams},
+};
+use serde_json::{Value, json};
+use vnest_crds::VirtualCluster;
+
+use crate::wait;
+
+/// Creates VirtualCluster `name` in `namespace` with `spec` (JSON, as a user would write it).
+pub async fn create_virtual_cluster(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    spec: Value,
+) -> VirtualCluster {
+    let vc: VirtualCluster = serde_json::from_value(json!({
+        "apiVersion": "vnest.dev/v1alpha1", "kind": "VirtualCluster",
+        "metadata": { "name": name, "namespace": namespace }, "spec": spec,
+    }))
+    .expect("VirtualCluster JSON");
+    Api::<VirtualCluster>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &vc)
+        .await
+        .unwrap_or_else(|e| panic!("create VirtualCluster {namespace}/{name}: {e}"))
+}
+
+/// Merges `patch` into the VirtualCluster's spec.
+pub async fn patch_spec(client: &Client, namespace: &str, name: &str, patch: Value) {
+    Api::<VirtualCluster>::namespaced(client.clone(), namespace)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": patch })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("patch VirtualCluster {namespace}/{name}: {e}"));
+}
+
+/// A PersistentVolume pre-bound to claim `data-<vc>-0`, so the control plane pod can be
+/// scheduled (the bed has no storage provisioner; KWOK never mounts it).
+pub async fn provide_data_volume(client: &Client, namespace: &str, vc: &str) {
+    let claim = format!("data-{vc}-0");
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "metadata": { "name": format!("pv-{namespace}-{claim}"), "labels": { "vnest-tests/namespace": namespace } },
+        "spec": {
+            "capacity": { "storage": "100Gi" },
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "hostPath": { "path": format!("/tmp/{namespace}/{claim}") },
+            "claimRef": { "namespace": namespace, "name": claim },
+        }
+    }))
+    .expect("PV JSON");
+    Api::<PersistentVolume>::all(client.clone())
+        .create(&PostParams::default(), &pv)
+        .await
+        .expect("create PV");
+}
+
+/// The VirtualCluster once its `type` condition has `status`.
+pub async fn wait_condition(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    type_: &str,
+    status: &str,
+    timeout: Duration,
+) -> VirtualCluster {
+    let api: Api<VirtualCluster> = Api::namespaced(client.clone(), namespace);
+    wait::until(
+        &format!("{namespace}/{name} {type_}={status}"),
+        timeout,
+        || async {
+            let vc = api.get(name).await.map_err(|e| e.to_string())?;
+            let conditions = vc
+                .status
+                .as_ref()
+                .map(|s| s.conditions.clone())
+                .unwrap_or_default();
+            if conditions
+                .iter()
+                .any(|c| c.type_ == type_ && c.status == status)
+            {
+                Ok(vc)
+            } else {
+                Err(format!("{conditions:?}"))
+            }
+        },
+    )
+    .await
+}
+
+/// A loopback TCP port nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}

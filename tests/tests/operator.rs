@@ -1,0 +1,823 @@
+//! The operator as a real process against the real host API server: a VirtualCluster becomes
+//! every object the design names and reaches Ready on a KWOK node; policies come and go with
+//! the spec; tampered children are put back; deletion leaves nothing behind; a bad spec is
+//! refused without stopping the others; an idle resync writes nothing; two replicas do not
+//! fight; a restart mid-reconcile converges.
+
+use std::time::Duration;
+
+use k8s_openapi::api::{
+    apps::v1::StatefulSet,
+    coordination::v1::Lease,
+    core::v1::{
+        ConfigMap, Event, LimitRange, Namespace, Pod, ResourceQuota, Secret, Service,
+        ServiceAccount,
+    },
+    networking::v1::NetworkPolicy,
+    rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+use vnest_crds::{Phase, SyncerConfig, VirtualCluster};
+use vnest_tests::{
+    OperatorProcess, TestNamespace, bed, crd,
+    fixtures::{
+        create_virtual_cluster, free_port, patch_spec, provide_data_volume, wait_condition,
+    },
+    wait,
+};
+
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+
+struct Setup {
+    client: Client,
+    ns: TestNamespace,
+    operator: OperatorProcess,
+}
+
+async fn setup(prefix: &str) -> Setup {
+    let client = bed().host().await;
+    crd::install(&client).await;
+    let ns = TestNamespace::create(&client, prefix).await;
+    let operator = OperatorProcess::start(bed(), &ns.name, "op-a", free_port());
+    Setup {
+        client,
+        ns,
+        operator,
+    }
+}
+
+fn secret_text(secret: &Secret, key: &str) -> String {
+    let data = secret
+        .data
+        .as_ref()
+        .unwrap_or_else(|| panic!("secret {} has no data", secret.name_any()));
+    String::from_utf8(
+        data.get(key)
+            .unwrap_or_else(|| panic!("secret {} has no {key}", secret.name_any()))
+            .0
+            .clone(),
+    )
+    .unwrap()
+}
+
+async fn gone<K>(api: &Api<K>, name: &str) -> bool
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    matches!(api.get_opt(name).await, Ok(None))
+}
+
+fn all_policies() -> serde_json::Value {
+    json!({
+        "resourceQuota": { "enabled": true, "quota": { "pods": 30, "requests.cpu": "4" } },
+        "limitRange": { "enabled": true },
+        "networkPolicy": { "enabled": true },
+        "podSecurityStandard": "baseline",
+    })
+}
+
+#[tokio::test]
+async fn a_virtual_cluster_becomes_every_host_object_and_reaches_ready() {
+    let Setup {
+        client,
+        ns,
+        operator: _op,
+    } = setup("op-ready").await;
+    let n = ns.name.as_str();
+    provide_data_volume(&client, n, "vc").await;
+    create_virtual_cluster(
+        &client,
+        n,
+        "vc",
+        json!({
+            "controlPlane": { "statefulSet": {
+                "resources": { "requests": { "cpu": "100m", "memory": "128Mi" }, "limits": { "cpu": "500m", "memory": "512Mi" } },
+                "persistence": { "size": "5Gi" },
+                "labels": { "team": "platform" },
+            }},
+            "sync": { "toHost": { "ingresses": { "enabled": true } }, "fromHost": { "nodes": { "enabled": true } } },
+            "policies": all_policies(),
+            "exportKubeconfig": { "context": "tenant-ctx" },
+        }),
+    )
+    .await;
+    let vc = wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    let status = vc.status.clone().unwrap();
+    assert_eq!(status.phase, Some(Phase::Running));
+    assert_eq!(status.observed_generation, vc.metadata.generation);
+    assert_eq!(status.ready_replicas, Some(1));
+    assert_eq!(status.distro.as_deref(), Some("k3s"));
+    assert_eq!(status.kubeconfig_secret.as_deref(), Some("vc-vc"));
+    assert_eq!(status.endpoint, Some(format!("https://vc.{n}.svc:443")));
+    for cond in ["Ready", "ControlPlaneReady", "SpecValid"] {
+        assert!(
+            status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == cond && c.status == "True"),
+            "{cond}: {:?}",
+            status.conditions
+        );
+    }
+    bed()
+        .kubectl(&[
+            "-n",
+            n,
+            "wait",
+            "--for=condition=Ready",
+            "vc/vc",
+            "--timeout=5s",
+        ])
+        .expect("kubectl wait works");
+
+    // RBAC scoped to the enabled syncs.
+    Api::<ServiceAccount>::namespaced(client.clone(), n)
+        .get("vc-vc")
+        .await
+        .unwrap();
+    let role = Api::<Role>::namespaced(client.clone(), n)
+        .get("vc-vc")
+        .await
+        .unwrap();
+    let rules = role.rules.unwrap_or_default();
+    assert!(rules.iter().any(|r| {
+        r.resources
+            .as_deref()
+            .unwrap_or_default()
+            .contains(&"pods".to_string())
+    }));
+    assert!(rules.iter().any(|r| {
+        r.resources
+            .as_deref()
+            .unwrap_or_default()
+            .contains(&"ingresses".to_string())
+    }));
+    let binding = Api::<RoleBinding>::namespaced(client.clone(), n)
+        .get("vc-vc")
+        .await
+        .unwrap();
+    assert_eq!(binding.subjects.unwrap()[0].name, "vc-vc");
+    let cluster_role = Api::<ClusterRole>::all(client.clone())
+        .get(&format!("vc-{n}-vc"))
+        .await
+        .unwrap();
+    assert!(cluster_role.rules.unwrap().iter().any(|r| {
+        r.resources
+            .as_deref()
+            .unwrap_or_default()
+            .contains(&"nodes".to_string())
+    }));
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .get(&format!("vc-{n}-vc"))
+        .await
+        .unwrap();
+
+    // Secrets: syncer config, PKI, kubeconfig.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), n);
+    let config: SyncerConfig = serde_yaml::from_str(&secret_text(
+        &secrets.get("vc-config-vc").await.unwrap(),
+        "config.yaml",
+    ))
+    .unwrap();
+    assert_eq!(config.host_namespace, n);
+    assert!(config.sync.to_host.ingresses.enabled);
+    let certs = secrets.get("vc-certs").await.unwrap();
+    let kubeconfig = secrets.get("vc-vc").await.unwrap();
+    assert_eq!(
+        secret_text(&kubeconfig, "certificate-authority"),
+        secret_text(&certs, "ca.crt")
+    );
+    let config_yaml = secret_text(&kubeconfig, "config");
+    assert!(
+        config_yaml.contains("current-context: tenant-ctx"),
+        "{config_yaml}"
+    );
+    assert!(
+        config_yaml.contains(&format!("server: https://vc.{n}.svc:443")),
+        "{config_yaml}"
+    );
+
+    // Services and the StatefulSet.
+    let services: Api<Service> = Api::namespaced(client.clone(), n);
+    let svc = services.get("vc").await.unwrap().spec.unwrap();
+    assert_eq!(svc.ports.unwrap()[0].port, 443);
+    assert_eq!(
+        services
+            .get("vc-headless")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .cluster_ip
+            .as_deref(),
+        Some("None")
+    );
+    let sts = Api::<StatefulSet>::namespaced(client.clone(), n)
+        .get("vc")
+        .await
+        .unwrap()
+        .spec;
+    let containers: Vec<String> = sts
+        .template
+        .spec
+        .unwrap()
+        .containers
+        .iter()
+        .map(|c| c.name.clone())
+        .collect();
+    assert_eq!(containers, ["control-plane", "syncer"]);
+    assert_eq!(
+        sts.volume_claim_templates.unwrap()[0]
+            .metadata
+            .name
+            .as_deref(),
+        Some("data")
+    );
+
+    // The pod runs on a KWOK node with the labels the seed's dashboards select on.
+    let pod = Api::<Pod>::namespaced(client.clone(), n)
+        .get("vc-0")
+        .await
+        .unwrap();
+    assert!(
+        pod.spec
+            .unwrap()
+            .node_name
+            .unwrap()
+            .starts_with("kwok-node-")
+    );
+    assert_eq!(pod.metadata.labels.as_ref().unwrap()["app"], "vcluster");
+    assert_eq!(pod.metadata.labels.as_ref().unwrap()["release"], "vc");
+    assert_eq!(pod.metadata.labels.as_ref().unwrap()["team"], "platform");
+
+    // Policies.
+    let quota = Api::<ResourceQuota>::namespaced(client.clone(), n)
+        .get("vc-vc")
+        .await
+        .unwrap();
+    assert_eq!(quota.spec.unwrap().hard.unwrap()["pods"].0, "30");
+    let limits = Api::<LimitRange>::namespaced(client.clone(), n)
+        .get("vc-vc")
+        .await
+        .unwrap();
+    assert_eq!(limits.spec.unwrap().limits[0].type_, "Container");
+    let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), n);
+    policies.get("vc-work-vc").await.unwrap();
+    policies.get("vc-cp-vc").await.unwrap();
+    let namespace = Api::<Namespace>::all(client.clone()).get(n).await.unwrap();
+    assert_eq!(
+        namespace.labels()["pod-security.kubernetes.io/enforce"],
+        "baseline"
+    );
+
+    // Every namespaced child is owned by the VirtualCluster.
+    for (kind, owners) in [
+        (
+            "Secret",
+            secrets
+                .get("vc-certs")
+                .await
+                .unwrap()
+                .metadata
+                .owner_references,
+        ),
+        (
+            "Service",
+            services.get("vc").await.unwrap().metadata.owner_references,
+        ),
+        ("ResourceQuota", quota.metadata.owner_references),
+    ] {
+        let owners = owners.unwrap_or_default();
+        assert!(
+            owners
+                .iter()
+                .any(|o| o.kind == "VirtualCluster" && o.uid == vc.uid().unwrap()),
+            "{kind} not owned"
+        );
+    }
+
+    // Events tell what was created.
+    let events = Api::<Event>::namespaced(client.clone(), n)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let created: Vec<_> = events
+        .items
+        .iter()
+        .filter(|e| {
+            e.involved_object.name.as_deref() == Some("vc")
+                && e.reason.as_deref() == Some("Created")
+        })
+        .collect();
+    assert!(
+        created.len() >= 10,
+        "expected a Created event per object, got {}",
+        created.len()
+    );
+    ns.delete(&client).await;
+}
+
+#[tokio::test]
+async fn toggling_policies_adds_and_removes_their_objects() {
+    let Setup {
+        client,
+        ns,
+        operator: _op,
+    } = setup("op-toggle").await;
+    let n = ns.name.as_str();
+    provide_data_volume(&client, n, "vc").await;
+    create_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies() })).await;
+    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), n);
+    let limits: Api<LimitRange> = Api::namespaced(client.clone(), n);
+    let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), n);
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+
+    patch_spec(
+        &client,
+        n,
+        "vc",
+        json!({ "policies": {
+            "resourceQuota": { "enabled": false }, "limitRange": { "enabled": false },
+            "networkPolicy": { "enabled": false }, "podSecurityStandard": null,
+        }}),
+    )
+    .await;
+    wait::until(
+        "policy objects removed",
+        Duration::from_secs(30),
+        || async {
+            let labels = namespaces
+                .get(n)
+                .await
+                .map_err(|e| e.to_string())?
+                .labels()
+                .clone();
+            let removed = gone(&quotas, "vc-vc").await
+                && gone(&limits, "vc-vc").await
+                && gone(&policies, "vc-work-vc").await
+                && gone(&policies, "vc-cp-vc").await
+                && !labels.contains_key("pod-security.kubernetes.io/enforce");
+            if removed {
+                Ok(())
+            } else {
+                Err(format!("still present; namespace labels {labels:?}"))
+            }
+        },
+    )
+    .await;
+
+    patch_spec(&client, n, "vc", json!({ "policies": { "resourceQuota": { "enabled": true }, "podSecurityStandard": "restricted" } })).await;
+    wait::until(
+        "quota and pod security back",
+        Duration::from_secs(30),
+        || async {
+            let quota = quotas.get_opt("vc-vc").await.map_err(|e| e.to_string())?;
+            let labels = namespaces
+                .get(n)
+                .await
+                .map_err(|e| e.to_string())?
+                .labels()
+                .clone();
+            match quota {
+                Some(q)
+                    if labels
+                        .get("pod-security.kubernetes.io/enforce")
+                        .map(String::as_str)
+                        == Some("restricted") =>
+                {
+                    Ok(q)
+                }
+                other => Err(format!("{other:?} {labels:?}")),
+            }
+        },
+    )
+    .await;
+    assert!(gone(&limits, "vc-vc").await, "the limit range stays off");
+    ns.delete(&client).await;
+}
+
+#[tokio::test]
+async fn deleted_or_edited_children_are_put_back() {
+    let Setup {
+        client,
+        ns,
+        operator: _op,
+    } = setup("op-restore").await;
+    let n = ns.name.as_str();
+    provide_data_volume(&client, n, "vc").await;
+    create_virtual_cluster(&client, n, "vc", json!({})).await;
+    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    let services: Api<Service> = Api::namespaced(client.clone(), n);
+    let roles: Api<Role> = Api::namespaced(client.clone(), n);
+    let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), n);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), n);
+    let ca_before = secret_text(&secrets.get("vc-certs").await.unwrap(), "ca.crt");
+
+    services
+        .delete("vc", &DeleteParams::default())
+        .await
+        .unwrap();
+    roles
+        .patch(
+            "vc-vc",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "rules": [] })),
+        )
+        .await
+        .unwrap();
+    statefulsets
+        .patch(
+            "vc",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "replicas": 3 } })),
+        )
+        .await
+        .unwrap();
+    secrets
+        .delete("vc-vc", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    wait::until("children restored", Duration::from_secs(30), || async {
+        let svc = services.get_opt("vc").await.map_err(|e| e.to_string())?;
+        let rules = roles
+            .get("vc-vc")
+            .await
+            .map_err(|e| e.to_string())?
+            .rules
+            .unwrap_or_default();
+        let replicas = statefulsets
+            .get("vc")
+            .await
+            .map_err(|e| e.to_string())?
+            .spec
+            .replicas;
+        let kubeconfig = secrets.get_opt("vc-vc").await.map_err(|e| e.to_string())?;
+        if svc.is_some() && !rules.is_empty() && replicas == Some(1) && kubeconfig.is_some() {
+            Ok(())
+        } else {
+            Err(format!(
+                "service {} rules {} replicas {replicas:?} kubeconfig {}",
+                svc.is_some(),
+                rules.len(),
+                kubeconfig.is_some()
+            ))
+        }
+    })
+    .await;
+    let ca_after = secret_text(&secrets.get("vc-certs").await.unwrap(), "ca.crt");
+    assert_eq!(ca_before, ca_after, "the CA was regenerated");
+    ns.delete(&client).await;
+}
+
+#[tokio::test]
+async fn deleting_the_virtual_cluster_leaves_nothing_behind() {
+    let Setup {
+        client,
+        ns,
+        operator: _op,
+    } = setup("op-delete").await;
+    let n = ns.name.as_str();
+    provide_data_volume(&client, n, "vc").await;
+    create_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies(), "sync": { "fromHost": { "nodes": { "enabled": true } } } })).await;
+    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    // An object the syncer would have made for a tenant pod's ConfigMap.
+    let synced: ConfigMap = serde_json::from_value(json!({ "metadata": {
+        "name": "app-config-x-default-x-vc", "labels": { "vcluster.loft.sh/managed-by": "vc" }
+    }}))
+    .unwrap();
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), n);
+    configmaps
+        .create(&PostParams::default(), &synced)
+        .await
+        .unwrap();
+
+    Api::<VirtualCluster>::namespaced(client.clone(), n)
+        .delete("vc", &DeleteParams::default())
+        .await
+        .unwrap();
+    let vcs: Api<VirtualCluster> = Api::namespaced(client.clone(), n);
+    wait::until(
+        "the VirtualCluster to be gone",
+        Duration::from_secs(60),
+        || async {
+            if gone(&vcs, "vc").await {
+                Ok(())
+            } else {
+                Err("still there")
+            }
+        },
+    )
+    .await;
+
+    let selector = "app.kubernetes.io/instance=vc";
+    wait::until(
+        "every owned object collected",
+        Duration::from_secs(90),
+        || async {
+            let mut left = Vec::new();
+            for kind in [
+                "serviceaccounts",
+                "roles",
+                "rolebindings",
+                "secrets",
+                "services",
+                "statefulsets",
+                "pods",
+                "resourcequotas",
+                "limitranges",
+                "networkpolicies",
+                "persistentvolumeclaims",
+            ] {
+                let out = bed()
+                    .kubectl(&["-n", n, "get", kind, "-l", selector, "-o", "name"])
+                    .map_err(|e| vec![e])?;
+                left.extend(out.lines().map(String::from));
+            }
+            for kind in ["clusterroles", "clusterrolebindings"] {
+                let out = bed()
+                    .kubectl(&["get", kind, "-l", selector, "-o", "name"])
+                    .map_err(|e| vec![e])?;
+                left.extend(
+                    out.lines()
+                        .filter(|l| l.contains(&format!("vc-{n}-vc")))
+                        .map(String::from),
+                );
+            }
+            let pod = bed()
+                .kubectl(&["-n", n, "get", "pods", "-o", "name"])
+                .map_err(|e| vec![e])?;
+            left.extend(pod.lines().map(String::from));
+            let pvc = bed()
+                .kubectl(&["-n", n, "get", "pvc", "-o", "name"])
+                .map_err(|e| vec![e])?;
+            left.extend(pvc.lines().map(String::from));
+            if !gone(&configmaps, "app-config-x-default-x-vc").await {
+                left.push("syncer-made configmap".into());
+            }
+            if left.is_empty() { Ok(()) } else { Err(left) }
+        },
+    )
+    .await;
+    let labels = Api::<Namespace>::all(client.clone())
+        .get(n)
+        .await
+        .unwrap()
+        .labels()
+        .clone();
+    assert!(
+        !labels.contains_key("pod-security.kubernetes.io/enforce"),
+        "{labels:?}"
+    );
+    ns.delete(&client).await;
+}
+
+#[tokio::test]
+async fn a_spec_the_operator_cannot_apply_is_reported_and_does_not_stop_the_others() {
+    let Setup {
+        client,
+        ns,
+        operator: _op,
+    } = setup("op-invalid").await;
+    let n = ns.name.as_str();
+    // The schema accepts five fields; the hour 25 only fails when the operator parses it.
+    create_virtual_cluster(
+        &client,
+        n,
+        "broken",
+        json!({ "sleepMode": { "sleepSchedule": "0 25 * * *", "timezone": "Mars/Olympus" } }),
+    )
+    .await;
+    provide_data_volume(&client, n, "healthy").await;
+    create_virtual_cluster(&client, n, "healthy", json!({})).await;
+
+    let broken = wait_condition(
+        &client,
+        n,
+        "broken",
+        "SpecValid",
+        "False",
+        Duration::from_secs(30),
+    )
+    .await;
+    let status = broken.status.unwrap();
+    assert_eq!(status.phase, Some(Phase::Failed));
+    let message = &status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "SpecValid")
+        .unwrap()
+        .message;
+    assert!(
+        message.contains("spec.sleepMode.sleepSchedule")
+            && message.contains("spec.sleepMode.timezone"),
+        "{message}"
+    );
+    wait_condition(&client, n, "healthy", "Ready", "True", READY_TIMEOUT).await;
+
+    // Nothing of the broken one was applied.
+    let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), n);
+    assert!(gone(&statefulsets, "broken").await);
+    assert!(
+        gone(
+            &Api::<Secret>::namespaced(client.clone(), n),
+            "vc-config-broken"
+        )
+        .await
+    );
+    let events = Api::<Event>::namespaced(client.clone(), n)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(
+        events
+            .items
+            .iter()
+            .any(|e| e.involved_object.name.as_deref() == Some("broken")
+                && e.type_.as_deref() == Some("Warning")
+                && e.reason.as_deref() == Some("InvalidSpec")),
+        "no InvalidSpec warning event"
+    );
+
+    // Fixing the spec lets it through.
+    patch_spec(
+        &client,
+        n,
+        "broken",
+        json!({ "sleepMode": { "sleepSchedule": "0 20 * * *", "timezone": "UTC" } }),
+    )
+    .await;
+    wait_condition(
+        &client,
+        n,
+        "broken",
+        "SpecValid",
+        "True",
+        Duration::from_secs(30),
+    )
+    .await;
+    ns.delete(&client).await;
+}
+
+#[tokio::test]
+async fn an_idle_resync_writes_nothing() {
+    let Setup {
+        client,
+        ns,
+        operator,
+    } = setup("op-idle").await;
+    let n = ns.name.as_str();
+    provide_data_volume(&client, n, "vc").await;
+    create_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies() })).await;
+    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    // Let the trailing reconciles (StatefulSet status updates) settle.
+    let settled = wait::until("writes to settle", Duration::from_secs(30), || async {
+        let before = operator.counter("vnest_api_writes_total").await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let after = operator.counter("vnest_api_writes_total").await?;
+        if before == after {
+            Ok(after)
+        } else {
+            Err(format!("{before} -> {after}"))
+        }
+    })
+    .await;
+    let reconciles = operator.counter("vnest_reconcile_total").await.unwrap();
+    // Touching the object triggers a reconcile that finds everything as desired.
+    Api::<VirtualCluster>::namespaced(client.clone(), n)
+        .patch(
+            "vc",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "annotations": { "touched": "1" } } })),
+        )
+        .await
+        .unwrap();
+    wait::until(
+        "a reconcile after the touch",
+        Duration::from_secs(30),
+        || async {
+            let now = operator.counter("vnest_reconcile_total").await?;
+            if now > reconciles {
+                Ok(())
+            } else {
+                Err(format!("{now}"))
+            }
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        operator.counter("vnest_api_writes_total").await.unwrap(),
+        settled,
+        "an idle reconcile wrote to the API server"
+    );
+    ns.delete(&client).await;
+}
+
+#[tokio::test]
+async fn two_operators_share_the_work_through_one_lease() {
+    let Setup {
+        client,
+        ns,
+        operator: mut first,
+    } = setup("op-leader").await;
+    let n = ns.name.as_str();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), n);
+    let holder = || async {
+        let lease = leases
+            .get("vnest-operator")
+            .await
+            .map_err(|e| e.to_string())?;
+        lease
+            .spec
+            .and_then(|s| s.holder_identity)
+            .ok_or_else(|| "no holder".to_string())
+    };
+    wait::until("op-a to lead", Duration::from_secs(30), || async {
+        holder()
+            .await
+            .and_then(|h| if h == "op-a" { Ok(()) } else { Err(h) })
+    })
+    .await;
+    let second = OperatorProcess::start(bed(), n, "op-b", free_port());
+
+    provide_data_volume(&client, n, "vc").await;
+    create_virtual_cluster(&client, n, "vc", json!({})).await;
+    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    assert_eq!(holder().await.unwrap(), "op-a");
+    assert_eq!(
+        second.counter("vnest_api_writes_total").await.unwrap(),
+        0.0,
+        "the standby wrote to the API server"
+    );
+
+    first.kill();
+    wait::until("op-b to take over", Duration::from_secs(45), || async {
+        holder()
+            .await
+            .and_then(|h| if h == "op-b" { Ok(()) } else { Err(h) })
+    })
+    .await;
+    let services: Api<Service> = Api::namespaced(client.clone(), n);
+    services
+        .delete("vc", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait::until(
+        "the new leader restores the Service",
+        Duration::from_secs(30),
+        || async {
+            services
+                .get_opt("vc")
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| "missing".to_string())
+        },
+    )
+    .await;
+    drop(second);
+    ns.delete(&client).await;
+}
+
+#[tokio::test]
+async fn an_operator_restarted_mid_reconcile_converges() {
+    let Setup {
+        client,
+        ns,
+        operator: mut first,
+    } = setup("op-restart").await;
+    let n = ns.name.as_str();
+    provide_data_volume(&client, n, "vc").await;
+    wait::until(
+        "the operator to be ready",
+        Duration::from_secs(30),
+        || async { first.metrics().await },
+    )
+    .await;
+    create_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies() })).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    first.kill();
+    // The next replica takes the lease once the first one's expires.
+    let _second = OperatorProcess::start(bed(), n, "op-a", free_port());
+    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), n);
+    let ca = secret_text(&secrets.get("vc-certs").await.unwrap(), "ca.crt");
+    assert_eq!(
+        secret_text(
+            &secrets.get("vc-vc").await.unwrap(),
+            "certificate-authority"
+        ),
+        ca,
+        "kubeconfig and PKI disagree"
+    );
+    Api::<NetworkPolicy>::namespaced(client.clone(), n)
+        .get("vc-cp-vc")
+        .await
+        .unwrap();
+    ns.delete(&client).await;
+}
