@@ -1,0 +1,141 @@
+# Shared by up.sh, down.sh and mint-kubeconfig.sh; source it, do not run it.
+# Everything binds to 127.0.0.1 only.
+
+STATE=${VNEST_TESTBED_DIR:-/tmp/vnest-testbed}
+case $STATE in /*) ;; *) STATE="$PWD/$STATE" ;; esac
+STATE=${STATE%/}
+# The lock lives next to the state folder, not inside it: down.sh deletes the folder, and a
+# lock file deleted while held would let the next caller lock a fresh inode.
+LOCK="$STATE.lock"
+PKI="$STATE/pki"
+LOGS="$STATE/logs"
+PIDS="$STATE/pids"
+ENV_FILE="$STATE/env"
+
+ETCD_PORT=12379
+ETCD_PEER_PORT=12380
+HOST_PORT=16443
+HOST_KCM_PORT=16257
+HOST_SCHED_PORT=16259
+KWOK_PORT=16250
+VIRTUAL_PORT=17443
+VIRTUAL_KCM_PORT=17257
+ALL_PORTS="$ETCD_PORT $ETCD_PEER_PORT $HOST_PORT $HOST_KCM_PORT $HOST_SCHED_PORT $KWOK_PORT $VIRTUAL_PORT $VIRTUAL_KCM_PORT"
+
+# Executable names of the components; used to recognise our processes in /proc.
+COMPONENT_EXES="etcd kube-apiserver kube-controller-manager kube-scheduler kwok"
+REAPER_MARK=vnest-testbed-reaper
+
+say() { echo "[testbed] $*" >&2; }
+
+# Start time (clock ticks since boot) of a pid, or fail when it is gone or a zombie.
+proc_start() {
+  local s
+  s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  s=${s##*) }
+  # shellcheck disable=SC2086
+  set -- $s
+  [ "$1" != Z ] || return 1
+  echo "${20}"
+}
+
+alive() { proc_start "$1" >/dev/null; }
+
+cmdline() { { tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null; }
+
+# True when pid is a process of this test bed (its command line names the state folder).
+ours() {
+  local c
+  c=$(cmdline "$1") || return 1
+  case $c in *"$STATE/"* | *"$STATE "*) return 0 ;; *) return 1 ;; esac
+}
+
+# Pids of every component of this test bed: the pid files, plus any component process whose
+# command line names this state folder (covers lost pid files). Excludes the reaper.
+component_pids() {
+  local f p exe
+  {
+    for f in "$PIDS"/*.pid; do
+      [ -f "$f" ] || continue
+      [ "$(basename "$f")" = reaper.pid ] && continue
+      p=$(cat "$f" 2>/dev/null) || continue
+      [ -n "$p" ] && ours "$p" && echo "$p"
+    done
+    for f in /proc/[0-9]*; do
+      p=${f#/proc/}
+      exe=$(readlink "$f/exe" 2>/dev/null) || continue
+      case " $COMPONENT_EXES " in *" ${exe##*/} "*) ours "$p" && echo "$p" ;; esac
+    done
+  } | sort -un
+}
+
+# TERM every pid given, KILL what is left after 10s.
+stop_pids() {
+  local p left i
+  [ $# -gt 0 ] || return 0
+  kill -TERM "$@" 2>/dev/null || true
+  for i in $(seq 50); do
+    left=""
+    for p in "$@"; do alive "$p" && left="$left $p"; done
+    [ -z "$left" ] && return 0
+    sleep 0.2
+  done
+  say "still running after 10s, sending KILL:$left"
+  # shellcheck disable=SC2086
+  kill -KILL $left 2>/dev/null || true
+  for i in $(seq 25); do
+    left=""
+    for p in "$@"; do alive "$p" && left="$left $p"; done
+    [ -z "$left" ] && return 0
+    sleep 0.2
+  done
+  say "could not stop:$left"
+  return 1
+}
+
+reaper_pid() {
+  local p
+  p=$(cat "$PIDS/reaper.pid" 2>/dev/null) || return 1
+  [ -n "$p" ] && alive "$p" && ours "$p" && echo "$p"
+}
+
+# Stops the components in dependency order (clients, then API servers, then etcd): an API
+# server whose etcd is already gone hangs in its shutdown until KILLed.
+stop_components() {
+  local tier n p pids all
+  all=$(component_pids)
+  for tier in "kwok host-scheduler host-controller-manager virtual-controller-manager" \
+    "host-apiserver virtual-apiserver"; do
+    pids=""
+    for n in $tier; do
+      p=$(cat "$PIDS/$n.pid" 2>/dev/null) || continue
+      case " $(echo $all) " in *" $p "*) pids="$pids $p" ;; esac
+    done
+    # shellcheck disable=SC2086
+    stop_pids $pids || return 1
+  done
+  # etcd and anything found only by the /proc scan.
+  pids=""
+  for p in $all; do alive "$p" && pids="$pids $p"; done
+  # shellcheck disable=SC2086
+  stop_pids $pids
+}
+
+STATE_MARK=.vnest-testbed
+# Deletes the state folder; refuses a folder that up.sh did not create (no marker file),
+# so a mistyped VNEST_TESTBED_DIR cannot wipe unrelated files.
+#   remove_state          everything but pki/ (the certificates are generated once and reused)
+#   remove_state --purge  the whole folder
+remove_state() {
+  [ -e "$STATE" ] || return 0
+  case $STATE in / | "$HOME" | /tmp | /root | /home | /work | "") echo "refusing to delete $STATE" >&2; return 1 ;; esac
+  if [ ! -f "$STATE/$STATE_MARK" ] && [ -n "$(ls -A "$STATE" 2>/dev/null)" ]; then
+    echo "refusing to delete $STATE: not a test-bed folder (no $STATE_MARK marker)" >&2
+    return 1
+  fi
+  if [ "${1:-}" = --purge ] || [ ! -f "$PKI/.complete" ]; then
+    rm -rf "$STATE"
+  else
+    find "$STATE" -mindepth 1 -maxdepth 1 ! -name pki ! -name "$STATE_MARK" -exec rm -rf {} +
+  fi
+}
