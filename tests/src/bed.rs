@@ -33,6 +33,10 @@ pub fn repo_root() -> PathBuf {
 }
 
 fn start() -> TestBed {
+    // hack/test.sh starts the bed once for every test binary and owns its lifetime.
+    if let Ok(env_file) = std::env::var("VNEST_TESTBED_ENV") {
+        return read_env(&env_file);
+    }
     let script = repo_root().join("tests/testbed/up.sh");
     let output = Command::new("bash")
         .arg(&script)
@@ -52,7 +56,11 @@ fn start() -> TestBed {
         .last()
         .unwrap_or_default()
         .to_string();
-    let text = std::fs::read_to_string(&env_file)
+    read_env(&env_file)
+}
+
+fn read_env(env_file: &str) -> TestBed {
+    let text = std::fs::read_to_string(env_file)
         .unwrap_or_else(|e| panic!("reading test bed env {env_file:?}: {e}"));
     let env = text
         .lines()

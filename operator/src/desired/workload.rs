@@ -141,7 +141,8 @@ fn control_plane_resources(input: &Input) -> Value {
         .resources
         .as_ref()
         .map_or_else(
-            || json!({ "requests": { "cpu": "200m", "memory": "256Mi" } }),
+            // With limits, so a ResourceQuota on limits.* admits the pod even without a LimitRange.
+        || json!({ "requests": { "cpu": "200m", "memory": "256Mi" }, "limits": { "cpu": "1", "memory": "1Gi" } }),
             |r| serde_json::to_value(r).unwrap_or_default(),
         )
 }
@@ -157,7 +158,7 @@ fn syncer(input: &Input) -> Value {
         "env": [env("POD_NAME", "metadata.name"), env("POD_NAMESPACE", "metadata.namespace"), env("POD_IP", "status.podIP")],
         "readinessProbe": probe("/readyz"),
         "livenessProbe": probe("/healthz"),
-        "resources": { "requests": { "cpu": "20m", "memory": "64Mi" } },
+        "resources": { "requests": { "cpu": "20m", "memory": "64Mi" }, "limits": { "cpu": "500m", "memory": "256Mi" } },
         "volumeMounts": [
             { "name": "data", "mountPath": DATA_DIR, "readOnly": true },
             { "name": "config", "mountPath": CONFIG_DIR, "readOnly": true },
