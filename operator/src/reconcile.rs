@@ -279,7 +279,9 @@ async fn apply_namespace_labels(
         })
         .is_some_and(|v| v == name);
     let up_to_date = labels.iter().all(|(k, v)| current_labels.get(k) == Some(v));
-    if (labels.is_empty() && !owned_by_us) || (!labels.is_empty() && up_to_date && owned_by_us) {
+    // Several VirtualClusters may share a namespace: labels already right are left alone
+    // whoever set them, and only the one that set them takes them away.
+    if (labels.is_empty() && !owned_by_us) || (!labels.is_empty() && up_to_date) {
         return Ok(());
     }
     let annotations = if labels.is_empty() {
@@ -321,51 +323,21 @@ fn statefulset_replicas(ctx: &Context, namespace: &str, name: &str) -> Option<(i
     Some((number("replicas"), number("readyReplicas")))
 }
 
-async fn apply_all(vc: &VirtualCluster, ctx: &Context) -> Result<Action, Error> {
+/// Makes sure the PKI exists, then applies every child and removes the disabled ones.
+/// Stops at the first failure and returns it, naming the object.
+async fn apply_children(
+    ctx: &Context,
+    vc: &VirtualCluster,
+    names: &vnest_crds::meta::ChildNames,
+    observed: &mut Observed,
+) -> Result<(), String> {
     let namespace = vc.namespace().unwrap_or_default();
     let name = vc.name_any();
     let spec = &vc.spec;
-    let names = vnest_crds::meta::ChildNames::new(
-        &namespace,
-        &name,
-        spec.export_kubeconfig.secret.name.as_deref(),
-    );
-    let mut observed = Observed {
-        generation: vc.metadata.generation,
-        distro: spec.control_plane.distro.selected().0.as_str().to_string(),
-        kubeconfig_secret: names.kubeconfig_secret.clone(),
-        ..Default::default()
-    };
-
-    if let Err(errors) = validate::validate(spec) {
-        let message = errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ");
-        observed.spec_error = Some(message.clone());
-        let previous = vc
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.iter().find(|c| c.type_ == status::SPEC_VALID));
-        if previous.is_none_or(|c| c.message != message) {
-            ctx.event(vc, EventType::Warning, "InvalidSpec", "Validate", message)
-                .await;
-        }
-        observed.endpoint = vc
-            .status
-            .as_ref()
-            .and_then(|s| s.endpoint.clone())
-            .unwrap_or_default();
-        observed.statefulset = statefulset_replicas(ctx, &namespace, &names.statefulset);
-        let new_status = status::compute(vc.status.as_ref(), &observed, Time(Timestamp::now()));
-        ctx.record_phase(ObjectRef::from_obj(vc), new_status.phase);
-        write_status(ctx, vc, new_status).await?;
-        return Ok(Action::await_change());
-    }
-
     let sans = desired::server_sans(&namespace, &name, spec, &ctx.settings.cluster_domain);
-    let certs = ensure_certs(ctx, vc, &names, &sans).await?;
+    let certs = ensure_certs(ctx, vc, names, &sans)
+        .await
+        .map_err(|err| format!("preparing Secret {}: {err}", names.certs_secret))?;
     let uid = vc.uid().unwrap_or_default();
     let input = Input {
         namespace: &namespace,
@@ -438,6 +410,53 @@ async fn apply_all(vc: &VirtualCluster, ctx: &Context) -> Result<Action, Error> 
     {
         apply_error = Some(format!("labelling namespace {namespace}: {err}"));
     }
+    apply_error.map_or(Ok(()), Err)
+}
+
+async fn apply_all(vc: &VirtualCluster, ctx: &Context) -> Result<Action, Error> {
+    let namespace = vc.namespace().unwrap_or_default();
+    let name = vc.name_any();
+    let spec = &vc.spec;
+    let names = vnest_crds::meta::ChildNames::new(
+        &namespace,
+        &name,
+        spec.export_kubeconfig.secret.name.as_deref(),
+    );
+    let mut observed = Observed {
+        generation: vc.metadata.generation,
+        distro: spec.control_plane.distro.selected().0.as_str().to_string(),
+        kubeconfig_secret: names.kubeconfig_secret.clone(),
+        ..Default::default()
+    };
+
+    if let Err(errors) = validate::validate(spec) {
+        let message = errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        observed.spec_error = Some(message.clone());
+        let previous = vc
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == status::SPEC_VALID));
+        if previous.is_none_or(|c| c.message != message) {
+            ctx.event(vc, EventType::Warning, "InvalidSpec", "Validate", message)
+                .await;
+        }
+        observed.endpoint = vc
+            .status
+            .as_ref()
+            .and_then(|s| s.endpoint.clone())
+            .unwrap_or_default();
+        observed.statefulset = statefulset_replicas(ctx, &namespace, &names.statefulset);
+        let new_status = status::compute(vc.status.as_ref(), &observed, Time(Timestamp::now()));
+        ctx.record_phase(ObjectRef::from_obj(vc), new_status.phase);
+        write_status(ctx, vc, new_status).await?;
+        return Ok(Action::await_change());
+    }
+
+    let apply_error = apply_children(ctx, vc, &names, &mut observed).await.err();
     if let Some(message) = &apply_error {
         let previous = vc.status.as_ref().and_then(|s| {
             s.conditions

@@ -34,16 +34,37 @@ pub struct OperatorProcess {
 impl OperatorProcess {
     /// Starts the operator watching `namespace`, leader-electing on a Lease in that namespace.
     pub fn start(bed: &TestBed, namespace: &str, identity: &str, metrics_port: u16) -> Self {
+        Self::start_binary(
+            &operator_binary(),
+            bed,
+            Some(namespace),
+            namespace,
+            identity,
+            metrics_port,
+        )
+    }
+
+    /// Like [`OperatorProcess::start`], with a given build of the operator (benchmarks use
+    /// release), watching `watch` or every namespace, with its Lease in `lease_namespace`.
+    pub fn start_binary(
+        binary: &std::path::Path,
+        bed: &TestBed,
+        watch: Option<&str>,
+        lease_namespace: &str,
+        identity: &str,
+        metrics_port: u16,
+    ) -> Self {
+        let namespace = watch.unwrap_or("all");
         let log = std::env::temp_dir().join(format!("vnest-operator-{namespace}-{identity}.log"));
         let file = std::fs::File::create(&log).expect("operator log file");
-        let child = Command::new(operator_binary())
+        let child = Command::new(binary)
             .arg("--kubeconfig")
             .arg(bed.host_kubeconfig())
-            .args(["--namespace", namespace])
-            .args(["--leader-election-namespace", namespace])
+            .args(watch.map(|ns| format!("--namespace={ns}")))
+            .arg(format!("--leader-election-namespace={lease_namespace}"))
             .args(["--identity", identity])
             .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
-            .env("RUST_LOG", "info,vnest_operator=debug")
+            .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()
