@@ -7,7 +7,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use futures::StreamExt;
+use futures::{
+    FutureExt, StreamExt,
+    future::{BoxFuture, Shared},
+};
 use k8s_openapi::{
     api::core::v1::{Namespace, ObjectReference, Secret},
     apimachinery::pkg::apis::meta::v1::Time,
@@ -80,6 +83,9 @@ pub struct Context {
     pub metrics: Metrics,
     stores: ChildStores,
     namespaces: Store<PartialObjectMeta<Namespace>>,
+    /// Resolves once every cache has finished its first list. Shared, because a store's own
+    /// `wait_until_ready` wakes only the last of several concurrent waiters.
+    caches_ready: Shared<BoxFuture<'static, ()>>,
     recorder: Recorder,
     /// Consecutive failures per VirtualCluster, for backoff.
     failures: Mutex<HashMap<ObjectRef<VirtualCluster>, u32>>,
@@ -533,6 +539,9 @@ async fn cleanup(vc: &VirtualCluster, ctx: &Context) -> Result<Action, Error> {
 }
 
 async fn reconcile(vc: Arc<VirtualCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    // Drift checks read the caches: until each has finished its first list, a restarted
+    // operator would take every child for missing and apply it again.
+    ctx.caches_ready.clone().await;
     let started = Instant::now();
     let namespace = vc.namespace().unwrap_or_default();
     let api: Api<VirtualCluster> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -624,12 +633,23 @@ pub async fn run(
             instance: Some(identity.to_string()),
         },
     );
+    let caches_ready = {
+        let stores = stores.clone();
+        let namespaces = namespaces.clone();
+        async move {
+            stores.wait_until_ready().await;
+            let _ = namespaces.wait_until_ready().await;
+        }
+    }
+    .boxed()
+    .shared();
     let ctx = Arc::new(Context {
         client: client.clone(),
         settings,
         metrics,
         stores: stores.clone(),
         namespaces: namespaces.clone(),
+        caches_ready: caches_ready.clone(),
         recorder,
         failures: Mutex::default(),
         phases: Mutex::default(),
@@ -657,11 +677,8 @@ pub async fn run(
         }
     }
     let ready_signal = {
-        let stores = stores.clone();
-        let namespaces = namespaces.clone();
         async move {
-            stores.wait_until_ready().await;
-            let _ = namespaces.wait_until_ready().await;
+            caches_ready.await;
             readiness.set_ready();
             info!("caches synced");
         }
