@@ -10,12 +10,19 @@
 //! idle period and during a full resync by a restarted operator (both should be 0), and the
 //! operator's peak RSS.
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use futures::StreamExt;
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume};
 use kube::{
     Api, Client,
     api::{ListParams, Patch, PatchParams, PostParams},
+    runtime::{WatchStreamExt, watcher},
 };
 use serde_json::json;
 use vnest_crds::VirtualCluster;
@@ -45,6 +52,15 @@ async fn add_bench_nodes(client: &Client, count: usize) {
     }
 }
 
+async fn remove_bench_nodes(client: &Client, count: usize) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    for i in 0..count {
+        let _ = nodes
+            .delete(&format!("kwok-bench-{i}"), &Default::default())
+            .await;
+    }
+}
+
 /// Ready VirtualClusters in this run's namespaces.
 async fn ready_count(api: &Api<VirtualCluster>, run: &str) -> usize {
     let list = api
@@ -59,14 +75,63 @@ async fn ready_count(api: &Api<VirtualCluster>, run: &str) -> usize {
                 .as_deref()
                 .is_some_and(|ns| ns.starts_with(run))
         })
-        .filter(|vc| {
-            vc.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "Ready" && c.status == "True")
-            })
-        })
+        .filter(|vc| is_ready(vc))
         .count()
+}
+
+fn is_ready(vc: &VirtualCluster) -> bool {
+    vc.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
+}
+
+/// Records, per namespace, the first moment its VirtualCluster was seen Ready.
+fn watch_ready_times(client: Client, run: String) -> Arc<Mutex<HashMap<String, Instant>>> {
+    let seen = Arc::new(Mutex::new(HashMap::new()));
+    let record = seen.clone();
+    tokio::spawn(async move {
+        let api: Api<VirtualCluster> = Api::all(client);
+        let mut events = watcher(api, watcher::Config::default())
+            .applied_objects()
+            .boxed();
+        while let Some(Ok(vc)) = events.next().await {
+            let ns = vc.metadata.namespace.clone().unwrap_or_default();
+            if ns.starts_with(&run) && is_ready(&vc) {
+                record
+                    .lock()
+                    .unwrap()
+                    .entry(ns)
+                    .or_insert_with(Instant::now);
+            }
+        }
+    });
+    seen
+}
+
+/// The `q` quantile (0..=1) of sorted `values`, nearest rank.
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// Prints the `vnest_api_writes_total` series that moved between two scrapes: what wrote.
+fn print_write_changes(before: &str, after: &str) {
+    let series = |text: &str| -> HashMap<String, String> {
+        text.lines()
+            .filter(|l| l.starts_with("vnest_api_writes_total{"))
+            .filter_map(|l| l.rsplit_once(' '))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let before = series(before);
+    for (key, value) in series(after) {
+        if before.get(&key) != Some(&value) {
+            let was = before.get(&key).map_or("0", String::as_str);
+            println!("  write: {key} {was} -> {value}");
+        }
+    }
 }
 
 fn peak_rss_mib(pid: u32) -> f64 {
@@ -149,6 +214,8 @@ async fn main() {
     })
     .await;
     let vcs: Api<VirtualCluster> = Api::all(client.clone());
+    let ready_at = watch_ready_times(client.clone(), run.clone());
+    let mut created_at = HashMap::new();
     let started = Instant::now();
     for i in 0..n {
         let vc: VirtualCluster = serde_json::from_value(json!({
@@ -161,6 +228,7 @@ async fn main() {
             .create(&PostParams::default(), &vc)
             .await
             .expect("create VirtualCluster");
+        created_at.insert(vc_namespace(i), Instant::now());
     }
     let created_in = started.elapsed();
     wait::until(
@@ -173,12 +241,31 @@ async fn main() {
     )
     .await;
     let all_ready = started.elapsed();
+    // The watch may trail the list that saw the last one Ready by a moment.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut latencies: Vec<f64> = {
+        let ready_at = ready_at.lock().unwrap();
+        created_at
+            .iter()
+            .filter_map(|(ns, created)| ready_at.get(ns).map(|r| (*r - *created).as_secs_f64()))
+            .collect()
+    };
+    latencies.sort_by(f64::total_cmp);
+    assert_eq!(
+        latencies.len(),
+        n,
+        "the watch saw every VirtualCluster Ready"
+    );
     let writes = settled_writes(&op, Duration::from_secs(5)).await;
     let reconciles = op.counter("vnest_reconcile_total").await.unwrap();
     let settle_time = started.elapsed();
 
+    let before_idle = op.metrics().await.unwrap_or_default();
     tokio::time::sleep(Duration::from_secs(30)).await;
     let idle_writes = op.counter("vnest_api_writes_total").await.unwrap() - writes;
+    if idle_writes > 0.0 {
+        print_write_changes(&before_idle, &op.metrics().await.unwrap_or_default());
+    }
     let rss = peak_rss_mib(op.pid());
     drop(op);
 
@@ -200,6 +287,9 @@ async fn main() {
     .await;
     let resync_time = resync_started.elapsed();
     let resync_writes = resync.counter("vnest_api_writes_total").await.unwrap();
+    if resync_writes > 0.0 {
+        print_write_changes("", &resync.metrics().await.unwrap_or_default());
+    }
     let resync_rss = peak_rss_mib(resync.pid());
 
     println!("operator_scale N={n}");
@@ -210,6 +300,13 @@ async fn main() {
     println!(
         "  all Ready after                  {:>8.1} s",
         all_ready.as_secs_f64()
+    );
+    println!(
+        "  create -> Ready latency          p50 {:.1} s, p90 {:.1} s, p99 {:.1} s, max {:.1} s",
+        quantile(&latencies, 0.5),
+        quantile(&latencies, 0.9),
+        quantile(&latencies, 0.99),
+        quantile(&latencies, 1.0)
     );
     println!(
         "  reconciles                       {reconciles:>8.0} ({:.1}/s until settled)",
@@ -227,11 +324,40 @@ async fn main() {
     println!(
         "  operator peak RSS                {rss:>8.1} MiB (resync process: {resync_rss:.1} MiB)"
     );
+    // Clean up while the operator still runs, so its finalizer lets the VirtualClusters go.
+    for i in 0..n {
+        let _ = namespaces
+            .delete(&vc_namespace(i), &Default::default())
+            .await;
+    }
+    wait::until(
+        "bench VirtualClusters deleted",
+        Duration::from_secs(600),
+        || async {
+            let left = vcs
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .iter()
+                .filter(|vc| {
+                    vc.metadata
+                        .namespace
+                        .as_deref()
+                        .is_some_and(|ns| ns.starts_with(&run))
+                })
+                .count();
+            if left == 0 {
+                Ok(())
+            } else {
+                Err(format!("{left} left"))
+            }
+        },
+    )
+    .await;
     drop(resync);
     let selector = ListParams::default().labels(&format!("vnest-bench={run}"));
-    let _ = namespaces
-        .delete_collection(&Default::default(), &selector)
-        .await;
-    lease_ns.delete(&client).await;
     let _ = pvs.delete_collection(&Default::default(), &selector).await;
+    remove_bench_nodes(&client, n.div_ceil(500) + 1).await;
+    lease_ns.delete(&client).await;
 }

@@ -18,7 +18,7 @@ pub fn operator_binary() -> PathBuf {
     let path = target.join("debug/vnest-operator");
     assert!(
         path.exists(),
-        "{} is missing: run `cargo build -p vnest-operator` first (tests/run.sh does)",
+        "{} is missing: run `cargo build -p vnest-operator` first (hack/test.sh does)",
         path.display()
     );
     path
@@ -54,12 +54,32 @@ impl OperatorProcess {
         identity: &str,
         metrics_port: u16,
     ) -> Self {
+        Self::start_as(
+            binary,
+            &bed.host_kubeconfig(),
+            watch,
+            lease_namespace,
+            identity,
+            metrics_port,
+        )
+    }
+
+    /// Like [`OperatorProcess::start_binary`], authenticating with `kubeconfig` (for example
+    /// a token of the Helm chart's ServiceAccount, to prove its RBAC is enough).
+    pub fn start_as(
+        binary: &std::path::Path,
+        kubeconfig: &std::path::Path,
+        watch: Option<&str>,
+        lease_namespace: &str,
+        identity: &str,
+        metrics_port: u16,
+    ) -> Self {
         let namespace = watch.unwrap_or("all");
         let log = std::env::temp_dir().join(format!("vnest-operator-{namespace}-{identity}.log"));
         let file = std::fs::File::create(&log).expect("operator log file");
         let child = Command::new(binary)
             .arg("--kubeconfig")
-            .arg(bed.host_kubeconfig())
+            .arg(kubeconfig)
             .args(watch.map(|ns| format!("--namespace={ns}")))
             .arg(format!("--leader-election-namespace={lease_namespace}"))
             .args(["--identity", identity])
