@@ -1,0 +1,276 @@
+//! The Helm chart with real `helm`: it lints, its values schema refuses bad values naming the
+//! key, it renders what a platform team expects, and once installed its ServiceAccount's RBAC
+//! is enough for the operator to take a VirtualCluster to Ready and clean it up again.
+
+use std::{path::PathBuf, process::Command, time::Duration};
+
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::Api;
+use serde_json::json;
+use vnest_crds::VirtualCluster;
+use vnest_tests::{
+    OperatorProcess, TestNamespace, bed,
+    bed::repo_root,
+    crd,
+    fixtures::{create_virtual_cluster, free_port, provide_data_volume, wait_condition},
+    operator::operator_binary,
+    wait,
+};
+
+fn chart() -> PathBuf {
+    repo_root().join("charts/vnest")
+}
+
+/// Runs the bed's helm against the host; stdout on success, stdout+stderr as the error.
+fn helm(args: &[&str]) -> Result<String, String> {
+    let out = Command::new(bed().bin("helm"))
+        .arg("--kubeconfig")
+        .arg(bed().host_kubeconfig())
+        .args(args)
+        .env(
+            "HELM_CACHE_HOME",
+            std::env::temp_dir().join("vnest-helm/cache"),
+        )
+        .env(
+            "HELM_CONFIG_HOME",
+            std::env::temp_dir().join("vnest-helm/config"),
+        )
+        .env(
+            "HELM_DATA_HOME",
+            std::env::temp_dir().join("vnest-helm/data"),
+        )
+        .output()
+        .map_err(|e| e.to_string())?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(stdout)
+    } else {
+        Err(format!("{stdout}{}", String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+/// `helm template` output as JSON documents.
+fn render(sets: &[&str]) -> Vec<serde_json::Value> {
+    let chart = chart();
+    let mut args = vec![
+        "template",
+        "rel",
+        chart.to_str().unwrap(),
+        "-n",
+        "vnest-system",
+    ];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    let out = helm(&args).unwrap_or_else(|e| panic!("helm template {sets:?}: {e}"));
+    serde_yaml::Deserializer::from_str(&out)
+        .map(|doc| serde::Deserialize::deserialize(doc).expect("rendered YAML"))
+        .filter(|doc: &serde_json::Value| !doc.is_null())
+        .collect()
+}
+
+fn find<'a>(docs: &'a [serde_json::Value], kind: &str) -> Option<&'a serde_json::Value> {
+    docs.iter().find(|d| d["kind"] == kind)
+}
+
+fn operator_args(docs: &[serde_json::Value]) -> Vec<String> {
+    let deployment = find(docs, "Deployment").expect("a Deployment");
+    serde_json::from_value(deployment["spec"]["template"]["spec"]["containers"][0]["args"].clone())
+        .expect("args")
+}
+
+#[test]
+fn chart_lints_and_its_schema_refuses_bad_values_by_name() {
+    let chart = chart();
+    let chart = chart.to_str().unwrap();
+    helm(&["lint", chart]).expect("the chart lints clean");
+    for (set, names) in [
+        ("replicas=0", "/replicas"),
+        ("logFormat=xml", "/logFormat"),
+        ("metrics.port=70000", "/metrics/port"),
+        ("watchNamespaces[0]=Not_A_Namespace", "/watchNamespaces/0"),
+        ("replica=2", "'replica' not allowed"),
+    ] {
+        let err = helm(&["lint", chart, "--set", set]).expect_err(set);
+        assert!(
+            err.contains(names),
+            "--set {set}: expected {names} in:\n{err}"
+        );
+    }
+}
+
+#[test]
+fn chart_renders_a_leader_elected_operator_with_least_rbac() {
+    let docs = render(&[]);
+    let deployment = find(&docs, "Deployment").unwrap();
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let args = operator_args(&docs);
+    assert!(args.contains(&"--leader-election-lease=rel-vnest-operator".to_string()));
+    assert!(args.contains(&"--log-format=json".to_string()));
+    assert!(
+        !args.iter().any(|a| a.starts_with("--namespace")),
+        "{args:?}"
+    );
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "rel-vnest-operator");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["containers"][0]["image"],
+        "ghcr.io/vnest-dev/vnest-operator:0.1.0"
+    );
+    assert!(find(&docs, "ServiceMonitor").is_none());
+    assert!(find(&docs, "Service").is_some(), "the metrics Service");
+
+    // Leases only in the release namespace; nothing cluster-wide about them.
+    let cluster_role: ClusterRole =
+        serde_json::from_value(find(&docs, "ClusterRole").unwrap().clone()).unwrap();
+    let rules = cluster_role.rules.unwrap_or_default();
+    assert!(
+        !rules
+            .iter()
+            .any(|r| r.resources.iter().flatten().any(|res| res == "leases")),
+        "{rules:?}"
+    );
+    assert!(
+        !rules.iter().any(|r| r.verbs.iter().any(|v| v == "*")
+            || r.resources.iter().flatten().any(|res| res == "*")),
+        "no wildcards: {rules:?}"
+    );
+
+    let docs = render(&[
+        "serviceMonitor.enabled=true",
+        "watchNamespaces={team-a,team-b}",
+        "images.syncer=registry.local/syncer:dev",
+        "replicas=1",
+    ]);
+    assert!(find(&docs, "ServiceMonitor").is_some());
+    assert_eq!(find(&docs, "Deployment").unwrap()["spec"]["replicas"], 1);
+    let args = operator_args(&docs);
+    assert!(
+        args.contains(&"--namespace=team-a,team-b".to_string()),
+        "{args:?}"
+    );
+    assert!(args.contains(&"--syncer-image=registry.local/syncer:dev".to_string()));
+}
+
+/// A kubeconfig for `namespace/service_account` with a fresh token, in a temporary file.
+fn service_account_kubeconfig(namespace: &str, service_account: &str) -> PathBuf {
+    let script = repo_root().join("tests/testbed/mint-kubeconfig.sh");
+    let out = Command::new("bash")
+        .arg(script)
+        .args([namespace, service_account])
+        .env("VNEST_TESTBED_DIR", bed().var("VNEST_TESTBED_DIR"))
+        .output()
+        .expect("run mint-kubeconfig.sh");
+    assert!(
+        out.status.success(),
+        "mint-kubeconfig.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = std::env::temp_dir().join(format!("vnest-chart-{namespace}.kubeconfig"));
+    std::fs::write(&path, out.stdout).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn installed_chart_rbac_is_enough_to_run_and_clean_up_a_virtual_cluster() {
+    let client = bed().host().await;
+    crd::install(&client).await;
+    let release_ns = TestNamespace::create(&client, "chart").await;
+    let tenant_ns = TestNamespace::create(&client, "chart-vc").await;
+    let release = format!("r{}", std::process::id());
+    let chart = chart();
+    helm(&[
+        "install",
+        &release,
+        chart.to_str().unwrap(),
+        "-n",
+        &release_ns.name,
+        "--skip-crds",
+        "--set",
+        "replicas=1",
+    ])
+    .expect("helm install");
+
+    // The operator runs as a local process (KWOK pods run nothing) with the chart's token.
+    let service_account = format!("{release}-vnest-operator");
+    let kubeconfig = service_account_kubeconfig(&release_ns.name, &service_account);
+    let mut operator = OperatorProcess::start_as(
+        &operator_binary(),
+        &kubeconfig,
+        Some(&tenant_ns.name),
+        &release_ns.name,
+        "chart-op",
+        free_port(),
+    );
+
+    provide_data_volume(&client, &tenant_ns.name, "vc").await;
+    // Everything that needs a grant: policies and PSS labels, extra Role rules (escalate),
+    // a ClusterRole for node sync from the host.
+    create_virtual_cluster(
+        &client,
+        &tenant_ns.name,
+        "vc",
+        json!({
+            "policies": {
+                "resourceQuota": { "enabled": true },
+                "limitRange": { "enabled": true },
+                "networkPolicy": { "enabled": true },
+                "podSecurityStandard": "baseline",
+            },
+            "rbac": { "role": { "extraRules": [
+                { "apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list"] },
+            ] } },
+            "sync": { "fromHost": { "nodes": { "enabled": true, "selector": { "all": true } } } },
+        }),
+    )
+    .await;
+    let ready = wait_condition(
+        &client,
+        &tenant_ns.name,
+        "vc",
+        "Ready",
+        "True",
+        Duration::from_secs(90),
+    )
+    .await;
+    assert!(operator.is_running(), "log: {}", operator.log.display());
+    assert!(
+        ready
+            .status
+            .unwrap()
+            .conditions
+            .iter()
+            .all(|c| c.reason != "ApplyFailed"),
+        "nothing was forbidden"
+    );
+
+    let vcs: Api<VirtualCluster> = Api::namespaced(client.clone(), &tenant_ns.name);
+    vcs.delete("vc", &Default::default()).await.unwrap();
+    wait::until("VirtualCluster gone", Duration::from_secs(60), || async {
+        match vcs.get_opt("vc").await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let cluster_roles: Api<ClusterRole> = Api::all(client.clone());
+    assert!(
+        cluster_roles
+            .get_opt(&format!("vc-{}-vc", tenant_ns.name))
+            .await
+            .unwrap()
+            .is_none(),
+        "the finalizer removed the syncer's ClusterRole"
+    );
+    let log = std::fs::read_to_string(&operator.log).unwrap_or_default();
+    assert!(
+        !log.contains("forbidden"),
+        "operator log has RBAC denials:\n{log}"
+    );
+
+    operator.kill();
+    helm(&["uninstall", &release, "-n", &release_ns.name]).expect("helm uninstall");
+    tenant_ns.delete(&client).await;
+    release_ns.delete(&client).await;
+}
