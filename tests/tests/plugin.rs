@@ -1,0 +1,190 @@
+//! `kubectl vnest` (the `kubectl-vnest` binary) against the real host: found by real kubectl as
+//! a plugin, lists VirtualClusters, prints and merges their kubeconfig, pauses and resumes, and
+//! says what to do when the cluster, its secret or the permission is missing.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+use kube::{Api, config::Kubeconfig};
+use serde_json::json;
+use vnest_crds::VirtualCluster;
+use vnest_tests::{
+    OperatorProcess, TestNamespace, bed,
+    bed::repo_root,
+    crd,
+    fixtures::{create_virtual_cluster, free_port, provide_data_volume, wait_condition},
+    wait,
+};
+
+fn plugin_dir() -> PathBuf {
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo_root().join("target"));
+    let dir = target.join("debug");
+    assert!(
+        dir.join("kubectl-vnest").exists(),
+        "run `cargo build -p kubectl-vnest` first (hack/test.sh does)"
+    );
+    dir
+}
+
+/// `kubectl vnest <args>` through the real kubectl, the plugin on its PATH.
+fn kubectl_vnest(kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
+    let path = format!(
+        "{}:{}",
+        plugin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(bed().bin("kubectl"))
+        .arg("vnest")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env("PATH", path)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run kubectl");
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+async fn paused(api: &Api<VirtualCluster>, name: &str) -> bool {
+    api.get(name).await.unwrap().spec.paused
+}
+
+#[tokio::test]
+async fn plugin_lists_connects_pauses_and_resumes() {
+    let client = bed().host().await;
+    crd::install(&client).await;
+    let ns = TestNamespace::create(&client, "plugin").await;
+    let _operator = OperatorProcess::start(bed(), &ns.name, "op-plugin", free_port());
+    provide_data_volume(&client, &ns.name, "dev").await;
+    create_virtual_cluster(&client, &ns.name, "dev", json!({})).await;
+    wait_condition(
+        &client,
+        &ns.name,
+        "dev",
+        "Ready",
+        "True",
+        Duration::from_secs(90),
+    )
+    .await;
+    let host = bed().host_kubeconfig();
+
+    let table = kubectl_vnest(&host, &["list", "-n", &ns.name]).unwrap();
+    let row = table.lines().find(|l| l.contains(" dev ")).expect(&table);
+    assert!(row.starts_with(&ns.name), "{table}");
+    assert!(row.contains("Running"), "{table}");
+    assert!(
+        row.ends_with(&format!("https://dev.{}.svc:443", ns.name)),
+        "{table}"
+    );
+    let all = kubectl_vnest(&host, &["list", "-A"]).unwrap();
+    assert!(all.contains(&ns.name), "{all}");
+
+    let printed = kubectl_vnest(
+        &host,
+        &[
+            "kubeconfig",
+            "dev",
+            "-n",
+            &ns.name,
+            "--server",
+            "https://127.0.0.1:9443",
+        ],
+    )
+    .unwrap();
+    let printed = Kubeconfig::from_yaml(&printed).expect("a kubeconfig");
+    let cluster = printed.clusters[0].cluster.as_ref().unwrap();
+    assert_eq!(cluster.server.as_deref(), Some("https://127.0.0.1:9443"));
+    assert!(cluster.certificate_authority_data.is_some());
+
+    // connect merges into an existing file and switches context, keeping the host's entries.
+    let file = std::env::temp_dir().join(format!("vnest-plugin-{}.kubeconfig", ns.name));
+    std::fs::copy(&host, &file).unwrap();
+    let said = kubectl_vnest(
+        &host,
+        &[
+            "connect",
+            "dev",
+            "-n",
+            &ns.name,
+            "--context",
+            "team-dev",
+            "--output",
+        ]
+        .into_iter()
+        .chain([file.to_str().unwrap()])
+        .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    assert!(said.contains("team-dev"), "{said}");
+    let merged = Kubeconfig::read_from(&file).unwrap();
+    let original = Kubeconfig::read_from(&host).unwrap();
+    assert_eq!(merged.current_context.as_deref(), Some("team-dev"));
+    assert_eq!(merged.contexts.len(), original.contexts.len() + 1);
+    assert!(
+        said.contains(original.current_context.as_deref().unwrap()),
+        "says how to get back: {said}"
+    );
+
+    let vcs: Api<VirtualCluster> = Api::namespaced(client.clone(), &ns.name);
+    kubectl_vnest(&host, &["pause", "dev", "-n", &ns.name]).unwrap();
+    assert!(paused(&vcs, "dev").await);
+    kubectl_vnest(&host, &["resume", "dev", "-n", &ns.name]).unwrap();
+    assert!(!paused(&vcs, "dev").await);
+    ns.delete(&client).await;
+}
+
+#[tokio::test]
+async fn plugin_errors_say_what_is_missing() {
+    let client = bed().host().await;
+    crd::install(&client).await;
+    let ns = TestNamespace::create(&client, "plugin-err").await;
+    let host = bed().host_kubeconfig();
+
+    let err = kubectl_vnest(&host, &["kubeconfig", "nope", "-n", &ns.name]).unwrap_err();
+    assert!(err.contains("not found"), "{err}");
+    assert!(err.contains("kubectl vnest list"), "{err}");
+
+    // No operator watches this namespace: the kubeconfig secret never appears.
+    create_virtual_cluster(&client, &ns.name, "unmade", json!({})).await;
+    let err = kubectl_vnest(&host, &["connect", "unmade", "-n", &ns.name]).unwrap_err();
+    assert!(err.contains("does not exist yet"), "{err}");
+    assert!(err.contains(&format!("{}/vc-unmade", ns.name)), "{err}");
+
+    // A ServiceAccount with no grants: a permission error, not a stack trace.
+    let minted = wait::until(
+        "a token for the namespace's default ServiceAccount",
+        Duration::from_secs(30),
+        || async {
+            let out = Command::new("bash")
+                .arg(repo_root().join("tests/testbed/mint-kubeconfig.sh"))
+                .args([ns.name.as_str(), "default"])
+                .env("VNEST_TESTBED_DIR", bed().var("VNEST_TESTBED_DIR"))
+                .output()
+                .map_err(|e| e.to_string())?;
+            if out.status.success() {
+                Ok(out.stdout)
+            } else {
+                Err(String::from_utf8_lossy(&out.stderr).into_owned())
+            }
+        },
+    )
+    .await;
+    let nobody = std::env::temp_dir().join(format!("vnest-plugin-{}-nobody", ns.name));
+    std::fs::write(&nobody, minted).unwrap();
+    let err = kubectl_vnest(&nobody, &["pause", "unmade", "-n", &ns.name]).unwrap_err();
+    assert!(err.contains("no permission"), "{err}");
+    assert!(err.contains("kubectl auth can-i"), "{err}");
+
+    let vcs: Api<VirtualCluster> = Api::namespaced(client.clone(), &ns.name);
+    let _ = vcs.delete("unmade", &Default::default()).await;
+    ns.delete(&client).await;
+}
