@@ -151,8 +151,17 @@ async fn set_paused(client: &Client, namespace: &str, name: &str, paused: bool) 
 }
 
 #[tokio::main]
-async fn main() -> Result<()> {
-    let cli = Cli::parse();
+async fn main() -> std::process::ExitCode {
+    match run(Cli::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<()> {
     let client = host_client(cli.kubeconfig.as_deref()).await?;
     let namespace = cli
         .namespace
