@@ -1,0 +1,104 @@
+//! The Dockerfiles in `images/` build binaries this workspace really produces (no container
+//! engine on CI machines, so `cargo metadata` is the judge): each `<binary>.Dockerfile` builds
+//! the package that owns `<binary>`, copies that binary and runs it as non-root; the chart
+//! deploys the image of this workspace's version.
+
+use std::{collections::HashMap, process::Command};
+
+use vnest_tests::bed::repo_root;
+
+/// Binary name → package name, for every binary target in the workspace.
+fn workspace_binaries() -> HashMap<String, String> {
+    let out = Command::new(env!("CARGO"))
+        .args(["metadata", "--no-deps", "--format-version", "1", "--locked"])
+        .current_dir(repo_root())
+        .output()
+        .expect("cargo metadata");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut binaries = HashMap::new();
+    for package in metadata["packages"].as_array().unwrap() {
+        for target in package["targets"].as_array().unwrap() {
+            if target["kind"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k == "bin")
+            {
+                binaries.insert(
+                    target["name"].as_str().unwrap().to_string(),
+                    package["name"].as_str().unwrap().to_string(),
+                );
+            }
+        }
+    }
+    binaries
+}
+
+fn dockerfiles() -> Vec<(String, String)> {
+    let mut files: Vec<(String, String)> = std::fs::read_dir(repo_root().join("images"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let binary = name.strip_suffix(".Dockerfile")?.to_string();
+            Some((binary, std::fs::read_to_string(e.path()).unwrap()))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_dockerfile_builds_and_copies_a_workspace_binary_as_non_root() {
+    let binaries = workspace_binaries();
+    let files = dockerfiles();
+    assert!(
+        files.iter().any(|(b, _)| b == "vnest-operator"),
+        "the operator has an image: {files:?}"
+    );
+    for (binary, text) in &files {
+        let package = binaries
+            .get(binary)
+            .unwrap_or_else(|| panic!("images/{binary}.Dockerfile: no workspace binary {binary}"));
+        assert!(
+            text.contains(&format!("cargo build --release --locked -p {package}")),
+            "images/{binary}.Dockerfile builds package {package}"
+        );
+        assert!(
+            text.contains(&format!(
+                "COPY --from=build /src/target/release/{binary} /usr/local/bin/{binary}"
+            )),
+            "images/{binary}.Dockerfile copies the binary it built"
+        );
+        assert!(
+            text.contains(&format!("ENTRYPOINT [\"/usr/local/bin/{binary}\"]")),
+            "images/{binary}.Dockerfile runs {binary}"
+        );
+        assert!(
+            text.contains("USER 65532:65532"),
+            "images/{binary}.Dockerfile is non-root"
+        );
+        let runtime = text.lines().rev().find(|l| l.starts_with("FROM ")).unwrap();
+        assert!(runtime.contains("distroless"), "{binary}: {runtime}");
+    }
+}
+
+#[test]
+fn the_chart_deploys_the_operator_image_of_this_workspace_version() {
+    let chart: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(repo_root().join("charts/vnest/Chart.yaml")).unwrap(),
+    )
+    .unwrap();
+    // The chart's image tag defaults to appVersion; the operator tags the syncer image with
+    // its own version, so one number names every image of a release.
+    assert_eq!(
+        chart["appVersion"].as_str(),
+        Some(env!("CARGO_PKG_VERSION")),
+        "charts/vnest/Chart.yaml appVersion follows the workspace version"
+    );
+}
