@@ -122,6 +122,34 @@ impl TestBed {
     }
 }
 
+/// A kubeconfig file authenticating as ServiceAccount `namespace/name` of the host with a
+/// fresh token (waits for the ServiceAccount to exist, as a new namespace's `default` may not).
+pub async fn service_account_kubeconfig(namespace: &str, name: &str) -> PathBuf {
+    let script = repo_root().join("tests/testbed/mint-kubeconfig.sh");
+    let minted = crate::wait::until(
+        &format!("a token for ServiceAccount {namespace}/{name}"),
+        std::time::Duration::from_secs(30),
+        || async {
+            let out = tokio::process::Command::new("bash")
+                .arg(&script)
+                .args([namespace, name])
+                .env("VNEST_TESTBED_DIR", bed().var("VNEST_TESTBED_DIR"))
+                .output()
+                .await
+                .map_err(|e| e.to_string())?;
+            if out.status.success() {
+                Ok(out.stdout)
+            } else {
+                Err(String::from_utf8_lossy(&out.stderr).into_owned())
+            }
+        },
+    )
+    .await;
+    let path = std::env::temp_dir().join(format!("vnest-sa-{namespace}-{name}.kubeconfig"));
+    std::fs::write(&path, minted).expect("write kubeconfig");
+    path
+}
+
 pub async fn client_for(kubeconfig: &Path) -> Client {
     let kc = Kubeconfig::read_from(kubeconfig)
         .unwrap_or_else(|e| panic!("reading {}: {e}", kubeconfig.display()));

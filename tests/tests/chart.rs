@@ -10,7 +10,7 @@ use serde_json::json;
 use vnest_crds::VirtualCluster;
 use vnest_tests::{
     OperatorProcess, TestNamespace, bed,
-    bed::repo_root,
+    bed::{repo_root, service_account_kubeconfig},
     crd,
     fixtures::{create_virtual_cluster, free_port, provide_data_volume, wait_condition},
     operator::operator_binary,
@@ -153,25 +153,6 @@ fn chart_renders_a_leader_elected_operator_with_least_rbac() {
     assert!(args.contains(&"--syncer-image=registry.local/syncer:dev".to_string()));
 }
 
-/// A kubeconfig for `namespace/service_account` with a fresh token, in a temporary file.
-fn service_account_kubeconfig(namespace: &str, service_account: &str) -> PathBuf {
-    let script = repo_root().join("tests/testbed/mint-kubeconfig.sh");
-    let out = Command::new("bash")
-        .arg(script)
-        .args([namespace, service_account])
-        .env("VNEST_TESTBED_DIR", bed().var("VNEST_TESTBED_DIR"))
-        .output()
-        .expect("run mint-kubeconfig.sh");
-    assert!(
-        out.status.success(),
-        "mint-kubeconfig.sh: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let path = std::env::temp_dir().join(format!("vnest-chart-{namespace}.kubeconfig"));
-    std::fs::write(&path, out.stdout).unwrap();
-    path
-}
-
 #[tokio::test]
 async fn installed_chart_rbac_is_enough_to_run_and_clean_up_a_virtual_cluster() {
     let client = bed().host().await;
@@ -194,7 +175,7 @@ async fn installed_chart_rbac_is_enough_to_run_and_clean_up_a_virtual_cluster() 
 
     // The operator runs as a local process (KWOK pods run nothing) with the chart's token.
     let service_account = format!("{release}-vnest-operator");
-    let kubeconfig = service_account_kubeconfig(&release_ns.name, &service_account);
+    let kubeconfig = service_account_kubeconfig(&release_ns.name, &service_account).await;
     let mut operator = OperatorProcess::start_as(
         &operator_binary(),
         &kubeconfig,

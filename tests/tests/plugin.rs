@@ -13,10 +13,9 @@ use serde_json::json;
 use vnest_crds::VirtualCluster;
 use vnest_tests::{
     OperatorProcess, TestNamespace, bed,
-    bed::repo_root,
+    bed::{repo_root, service_account_kubeconfig},
     crd,
     fixtures::{create_virtual_cluster, free_port, provide_data_volume, wait_condition},
-    wait,
 };
 
 fn plugin_dir() -> PathBuf {
@@ -160,26 +159,7 @@ async fn plugin_errors_say_what_is_missing() {
     assert!(err.contains(&format!("{}/vc-unmade", ns.name)), "{err}");
 
     // A ServiceAccount with no grants: a permission error, not a stack trace.
-    let minted = wait::until(
-        "a token for the namespace's default ServiceAccount",
-        Duration::from_secs(30),
-        || async {
-            let out = Command::new("bash")
-                .arg(repo_root().join("tests/testbed/mint-kubeconfig.sh"))
-                .args([ns.name.as_str(), "default"])
-                .env("VNEST_TESTBED_DIR", bed().var("VNEST_TESTBED_DIR"))
-                .output()
-                .map_err(|e| e.to_string())?;
-            if out.status.success() {
-                Ok(out.stdout)
-            } else {
-                Err(String::from_utf8_lossy(&out.stderr).into_owned())
-            }
-        },
-    )
-    .await;
-    let nobody = std::env::temp_dir().join(format!("vnest-plugin-{}-nobody", ns.name));
-    std::fs::write(&nobody, minted).unwrap();
+    let nobody = service_account_kubeconfig(&ns.name, "default").await;
     let err = kubectl_vnest(&nobody, &["pause", "unmade", "-n", &ns.name]).unwrap_err();
     assert!(err.contains("no permission"), "{err}");
     assert!(err.contains("kubectl auth can-i"), "{err}");
