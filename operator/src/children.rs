@@ -7,7 +7,7 @@ use std::{collections::HashMap, sync::Arc};
 use futures::{Stream, StreamExt};
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, DynamicObject, Patch, PatchParams, ValidationDirective},
+    api::{DeleteParams, DynamicObject, Patch, PatchParams, TypeMeta, ValidationDirective},
     runtime::{
         WatchStreamExt,
         reflector::{self, ObjectRef, Store},
@@ -70,9 +70,18 @@ impl ChildStores {
             let config = watcher::Config::default()
                 .labels(&managed_selector())
                 .any_semantic();
+            // List items come without apiVersion/kind (watch events carry them); restore
+            // them, or every child would look drifted to a freshly started operator.
+            let types = TypeMeta {
+                api_version: ar.api_version.clone(),
+                kind: ar.kind.clone(),
+            };
             let stream = watcher(api, config)
                 .default_backoff()
-                .modify(|o| o.managed_fields_mut().clear())
+                .modify(move |o| {
+                    o.managed_fields_mut().clear();
+                    o.types = Some(types.clone());
+                })
                 .reflect(writer)
                 .applied_objects();
             stores.insert(kind, reader);

@@ -821,3 +821,52 @@ async fn an_operator_restarted_mid_reconcile_converges() {
         .unwrap();
     ns.delete(&client).await;
 }
+
+#[tokio::test]
+async fn a_restarted_operator_finds_nothing_to_write() {
+    let Setup {
+        client,
+        ns,
+        operator: mut first,
+    } = setup("op-resync").await;
+    let n = ns.name.as_str();
+    provide_data_volume(&client, n, "vc").await;
+    create_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies() })).await;
+    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    wait::until("writes to settle", Duration::from_secs(30), || async {
+        let before = first.counter("vnest_api_writes_total").await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let after = first.counter("vnest_api_writes_total").await?;
+        if before == after {
+            Ok(())
+        } else {
+            Err(format!("{before} -> {after}"))
+        }
+    })
+    .await;
+    first.kill();
+
+    // A new process starts with empty caches and reconciles everything once.
+    let second = OperatorProcess::start(bed(), n, "op-b", free_port());
+    wait::until(
+        "the new operator reconciled",
+        Duration::from_secs(60),
+        || async {
+            let done = second.counter("vnest_reconcile_total").await?;
+            if done >= 1.0 {
+                Ok(())
+            } else {
+                Err(format!("{done}"))
+            }
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let metrics = second.metrics().await.unwrap();
+    let writes: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("vnest_api_writes_total{"))
+        .collect();
+    assert!(writes.is_empty(), "a resync wrote: {writes:?}");
+    ns.delete(&client).await;
+}
