@@ -9,6 +9,9 @@
 //! Ready, reconciles per second, API writes per VirtualCluster at creation, writes during an
 //! idle period and during a full resync by a restarted operator (both should be 0), and the
 //! operator's peak RSS.
+//!
+//! The operator runs cluster-wide: run this on a bed no other test is using, or it will also
+//! reconcile (and count) their VirtualClusters.
 
 use std::{
     collections::HashMap,
@@ -259,6 +262,8 @@ async fn main() {
     let writes = settled_writes(&op, Duration::from_secs(5)).await;
     let reconciles = op.counter("vnest_reconcile_total").await.unwrap();
     let settle_time = started.elapsed();
+    println!("writes until settled:");
+    print_write_changes("", &op.metrics().await.unwrap_or_default());
 
     let before_idle = op.metrics().await.unwrap_or_default();
     tokio::time::sleep(Duration::from_secs(30)).await;

@@ -134,7 +134,7 @@ impl OperatorProcess {
             .lines()
             .filter(|l| l.starts_with(name) && !l.starts_with('#'))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum())
+            .fold(0.0, |total, v| total + v))
     }
 }
 
