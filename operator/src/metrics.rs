@@ -13,6 +13,10 @@ use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
+/// Every `reason` of `vnest_reconcile_errors_total`; each series exists from the start (at 0),
+/// so alerts and `rate()` see a failure's first increment.
+pub const ERROR_REASONS: [&str; 5] = ["conflict", "api", "certificates", "apply", "finalizer"];
+
 #[derive(Clone)]
 pub struct Metrics {
     pub registry: Registry,
@@ -71,6 +75,12 @@ impl Default for Metrics {
             Box::new(virtual_clusters.clone()),
         ] {
             registry.register(collector).unwrap();
+        }
+        for result in ["ok", "error"] {
+            reconciles.with_label_values(&[result]);
+        }
+        for reason in ERROR_REASONS {
+            reconcile_errors.with_label_values(&[reason]);
         }
         Metrics {
             registry,
@@ -138,6 +148,23 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outcome_and_error_series_exist_before_the_first_reconcile() {
+        let text = Metrics::default().render();
+        for reason in ERROR_REASONS {
+            assert!(
+                text.contains(&format!(
+                    "vnest_reconcile_errors_total{{reason=\"{reason}\"}} 0"
+                )),
+                "{reason} missing:\n{text}"
+            );
+        }
+        assert!(
+            text.contains("vnest_reconcile_total{result=\"error\"} 0"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn rendered_metrics_carry_the_documented_names() {

@@ -579,6 +579,7 @@ pub fn backoff(failures: u32) -> Duration {
 }
 
 fn error_policy(vc: Arc<VirtualCluster>, error: &Error, ctx: Arc<Context>) -> Action {
+    // One of metrics::ERROR_REASONS.
     let reason = match error {
         Error::Kube(kube::Error::Api(s)) if s.code == 409 => "conflict",
         Error::Kube(_) => "api",
