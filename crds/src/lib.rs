@@ -9,11 +9,16 @@ pub mod duration;
 pub mod meta;
 pub mod quantity;
 pub mod syncer_config;
+pub mod template;
 pub mod virtual_cluster;
 
 pub use duration::{DurationError, DurationSpec};
 pub use quantity::{QuantityMap, quantity_value};
 pub use syncer_config::SyncerConfig;
+pub use template::{
+    RenderedTemplate, TemplateParameter, TemplateRef, VirtualClusterTemplate,
+    VirtualClusterTemplateSpec,
+};
 pub use virtual_cluster::*;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -21,7 +26,7 @@ use kube::CustomResourceExt;
 
 /// Every CRD vnest installs, in the order they should be applied.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![VirtualCluster::crd()]
+    vec![VirtualCluster::crd(), VirtualClusterTemplate::crd()]
 }
 
 /// The CRDs as one multi-document YAML stream, as `crdgen` writes it into the chart.

@@ -10,4 +10,5 @@ pub mod metrics;
 pub mod reconcile;
 pub mod settings;
 pub mod status;
+pub mod template;
 pub mod validate;

@@ -104,6 +104,9 @@ pub struct VirtualClusterSpec {
     /// How the tenant kubeconfig (Secret `vc-<name>` by default) is written.
     #[serde(default)]
     pub export_kubeconfig: ExportKubeconfig,
+    /// Start from a VirtualClusterTemplate: its rendered spec, with the fields set here on top.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<crate::TemplateRef>,
 }
 
 /// Networking between the virtual cluster and the host.

@@ -39,6 +39,9 @@ pub struct VirtualClusterStatus {
     /// When auto-delete will remove this VirtualCluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete_at: Option<Time>,
+    /// The VirtualClusterTemplate version the spec was rendered from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<crate::RenderedTemplate>,
 }
 
 #[derive(JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

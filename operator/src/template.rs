@@ -1,0 +1,357 @@
+//! VirtualClusterTemplates: checking a VirtualCluster's parameter values against the
+//! template's declarations, rendering the template body, and laying the fields the user set
+//! on the VirtualCluster over the rendered spec (the user's fields win).
+
+use std::collections::BTreeMap;
+
+use handlebars::Handlebars;
+use kube::ResourceExt;
+use serde_json::{Map, Value};
+use vnest_crds::{VirtualCluster, VirtualClusterSpec, VirtualClusterTemplate};
+
+/// The rendered template's spec, as JSON (before the user's fields are laid over it).
+pub fn render(
+    template: &VirtualClusterTemplate,
+    vc_name: &str,
+    vc_namespace: &str,
+    values: &BTreeMap<String, String>,
+) -> Result<Value, String> {
+    let template_name = template.name_any();
+    let declared = &template.spec.parameters;
+    for given in values.keys() {
+        if !declared.iter().any(|p| &p.name == given) {
+            let names: Vec<&str> = declared.iter().map(|p| p.name.as_str()).collect();
+            return Err(format!(
+                "spec.template.parameters.{given}: template {template_name} declares no such \
+                 parameter (it has: {})",
+                names.join(", ")
+            ));
+        }
+    }
+    let mut context = Map::new();
+    context.insert("name".into(), vc_name.into());
+    context.insert("namespace".into(), vc_namespace.into());
+    for parameter in declared {
+        let value = match (values.get(&parameter.name), &parameter.default) {
+            (Some(value), _) => value.clone(),
+            (None, Some(default)) => default.clone(),
+            (None, None) => {
+                return Err(format!(
+                    "spec.template.parameters.{}: required by template {template_name}{}",
+                    parameter.name,
+                    parameter
+                        .description
+                        .as_ref()
+                        .map(|d| format!(" ({d})"))
+                        .unwrap_or_default()
+                ));
+            }
+        };
+        if !parameter.allowed_values.is_empty() && !parameter.allowed_values.contains(&value) {
+            return Err(format!(
+                "spec.template.parameters.{}: {value:?} is not one of {:?} (template {template_name})",
+                parameter.name, parameter.allowed_values
+            ));
+        }
+        context.insert(parameter.name.clone(), value.into());
+    }
+    let mut engine = Handlebars::new();
+    engine.set_strict_mode(true);
+    engine.register_escape_fn(handlebars::no_escape);
+    let text = engine
+        .render_template(&template.spec.template, &Value::Object(context))
+        .map_err(|e| {
+            format!("VirtualClusterTemplate {template_name}: spec.template does not render: {e}")
+        })?;
+    let rendered: Value = serde_yaml::from_str(&text).map_err(|e| {
+        format!("VirtualClusterTemplate {template_name}: spec.template renders invalid YAML: {e}")
+    })?;
+    match rendered {
+        Value::Object(ref spec) if spec.contains_key("template") => Err(format!(
+            "VirtualClusterTemplate {template_name}: a template may not name another template"
+        )),
+        Value::Object(_) => Ok(rendered),
+        Value::Null => Ok(Value::Object(Map::new())),
+        _ => Err(format!(
+            "VirtualClusterTemplate {template_name}: spec.template must render a mapping (a VirtualCluster spec)"
+        )),
+    }
+}
+
+/// The parts of `vc.spec` some client set (from its managed fields), leaving out what the
+/// API server filled in from schema defaults: those must not hide the template's values.
+pub fn user_fields(vc: &VirtualCluster) -> Value {
+    let spec = serde_json::to_value(&vc.spec).unwrap_or(Value::Null);
+    let mut picked = Value::Object(Map::new());
+    for entry in vc.managed_fields() {
+        if let Some(fields) = entry.fields_v1.as_ref().and_then(|f| f.0.get("f:spec")) {
+            merge_over(&mut picked, pick(&spec, fields));
+        }
+    }
+    picked
+}
+
+/// The fields of `value` that `fields` (a managedFields `fieldsV1` tree) names.
+fn pick(value: &Value, fields: &Value) -> Value {
+    let (Value::Object(object), Value::Object(tree)) = (value, fields) else {
+        return value.clone();
+    };
+    let children: Vec<(&String, &Value)> = tree
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("f:")?, v)))
+        .filter_map(|(k, v)| object.get_key_value(k).map(|(key, _)| (key, v)))
+        .collect();
+    if children.is_empty() {
+        // A field set as a whole (a scalar, a list, or an empty map).
+        return value.clone();
+    }
+    Value::Object(
+        children
+            .into_iter()
+            .map(|(key, sub)| (key.clone(), pick(&object[key], sub)))
+            .collect(),
+    )
+}
+
+/// Lays `over` onto `base`: maps merge key by key, anything else in `over` replaces.
+pub fn merge_over(base: &mut Value, over: Value) {
+    match (base, over) {
+        (Value::Object(base), Value::Object(over)) => {
+            for (key, value) in over {
+                match base.get_mut(&key) {
+                    Some(existing) => merge_over(existing, value),
+                    None => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (base, over) => *base = over,
+    }
+}
+
+/// The spec to reconcile: the template's, with what the user set on the VirtualCluster on top.
+pub fn effective_spec(vc: &VirtualCluster, rendered: Value) -> Result<VirtualClusterSpec, String> {
+    let mut spec = rendered;
+    merge_over(&mut spec, user_fields(vc));
+    serde_json::from_value(spec).map_err(|e| {
+        let template = vc.spec.template.as_ref().map_or("", |t| t.name.as_str());
+        format!("spec rendered from template {template} is not a valid VirtualCluster spec: {e}")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn template(parameters: Value, body: &str) -> VirtualClusterTemplate {
+        serde_json::from_value(json!({
+            "apiVersion": "vnest.dev/v1alpha1", "kind": "VirtualClusterTemplate",
+            "metadata": { "name": "small", "generation": 3 },
+            "spec": { "parameters": parameters, "template": body },
+        }))
+        .unwrap()
+    }
+
+    fn values(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    const BODY: &str = "policies:\n  resourceQuota:\n    enabled: true\n    quota:\n      requests.cpu: \"{{cpu}}\"\ncontrolPlane:\n  statefulSet:\n    labels:\n      team: \"{{team}}\"\n      cluster: \"{{name}}.{{namespace}}\"\n";
+
+    fn small() -> VirtualClusterTemplate {
+        template(
+            json!([
+                { "name": "cpu", "default": "4", "allowedValues": ["4", "8", "16"] },
+                { "name": "team", "description": "owning team" },
+            ]),
+            BODY,
+        )
+    }
+
+    #[test]
+    fn renders_parameters_defaults_and_the_virtual_cluster_name() {
+        let spec = render(&small(), "dev", "team-a", &values(&[("team", "alpha")])).unwrap();
+        assert_eq!(
+            spec["policies"]["resourceQuota"]["quota"]["requests.cpu"],
+            "4"
+        );
+        let labels = &spec["controlPlane"]["statefulSet"]["labels"];
+        assert_eq!(labels["team"], "alpha");
+        assert_eq!(labels["cluster"], "dev.team-a");
+    }
+
+    #[test]
+    fn values_are_not_html_escaped() {
+        let t = template(
+            json!([{ "name": "v" }]),
+            "exportKubeconfig:\n  server: \"{{v}}\"\n",
+        );
+        let spec = render(&t, "a", "b", &values(&[("v", "https://x/?a=1&b=2")])).unwrap();
+        assert_eq!(spec["exportKubeconfig"]["server"], "https://x/?a=1&b=2");
+    }
+
+    #[test]
+    fn a_missing_required_parameter_names_it_and_its_purpose() {
+        let err = render(&small(), "dev", "team-a", &values(&[])).unwrap_err();
+        assert!(
+            err.starts_with("spec.template.parameters.team: required"),
+            "{err}"
+        );
+        assert!(err.contains("owning team"), "{err}");
+    }
+
+    #[test]
+    fn a_value_outside_the_allowed_ones_is_refused() {
+        let err = render(&small(), "d", "n", &values(&[("team", "a"), ("cpu", "32")])).unwrap_err();
+        assert!(
+            err.starts_with("spec.template.parameters.cpu: \"32\" is not one of"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_undeclared_parameter_is_refused_with_the_declared_ones() {
+        let err = render(&small(), "d", "n", &values(&[("team", "a"), ("size", "l")])).unwrap_err();
+        assert!(err.contains("parameters.size"), "{err}");
+        assert!(err.contains("(it has: cpu, team)"), "{err}");
+    }
+
+    #[test]
+    fn an_undeclared_variable_in_the_body_fails_to_render() {
+        let t = template(json!([]), "paused: {{sleepy}}\n");
+        let err = render(&t, "a", "b", &values(&[])).unwrap_err();
+        assert!(err.contains("does not render"), "{err}");
+    }
+
+    #[test]
+    fn a_body_that_is_not_a_mapping_or_nests_templates_is_refused() {
+        let t = template(json!([]), "- a\n- b\n");
+        assert!(
+            render(&t, "a", "b", &values(&[]))
+                .unwrap_err()
+                .contains("mapping")
+        );
+        let t = template(json!([]), "template: {name: other}\n");
+        assert!(
+            render(&t, "a", "b", &values(&[]))
+                .unwrap_err()
+                .contains("another template")
+        );
+    }
+
+    fn vc_with(spec: Value, managed_spec_fields: Value) -> VirtualCluster {
+        serde_json::from_value(json!({
+            "apiVersion": "vnest.dev/v1alpha1", "kind": "VirtualCluster",
+            "metadata": { "name": "dev", "namespace": "team-a", "managedFields": [
+                { "manager": "kubectl", "operation": "Apply", "fieldsType": "FieldsV1",
+                  "fieldsV1": { "f:spec": managed_spec_fields } },
+                { "manager": "vnest-operator", "operation": "Update", "subresource": "status",
+                  "fieldsType": "FieldsV1", "fieldsV1": { "f:status": { "f:phase": {} } } },
+            ] },
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn user_fields_leave_out_server_defaults() {
+        // The API server defaulted paused=false and policies.limitRange; the user set only the
+        // template and the quota's pods.
+        let vc = vc_with(
+            json!({
+                "template": { "name": "small", "parameters": { "team": "a" } },
+                "paused": false,
+                "policies": { "limitRange": { "enabled": false }, "resourceQuota": { "enabled": true, "quota": { "pods": "5" } } },
+            }),
+            json!({
+                "f:template": { "f:name": {}, "f:parameters": { "f:team": {} } },
+                "f:policies": { "f:resourceQuota": { "f:quota": { "f:pods": {} } } },
+            }),
+        );
+        let fields = user_fields(&vc);
+        assert_eq!(
+            fields,
+            json!({
+                "template": { "name": "small", "parameters": { "team": "a" } },
+                "policies": { "resourceQuota": { "quota": { "pods": "5" } } },
+            })
+        );
+    }
+
+    #[test]
+    fn the_users_fields_win_over_the_template_and_defaults_fill_the_rest() {
+        let vc = vc_with(
+            json!({
+                "template": { "name": "small", "parameters": { "team": "a" } },
+                "policies": { "resourceQuota": { "enabled": true, "quota": { "pods": "5" } } },
+            }),
+            json!({
+                "f:template": { "f:name": {}, "f:parameters": { "f:team": {} } },
+                "f:policies": { "f:resourceQuota": { "f:quota": { "f:pods": {} } } },
+            }),
+        );
+        let rendered = render(&small(), "dev", "team-a", &values(&[("team", "a")])).unwrap();
+        let spec = effective_spec(&vc, rendered).unwrap();
+        let quota = &spec.policies.resource_quota;
+        assert!(quota.enabled, "from the template");
+        let quota = serde_json::to_value(&quota.quota).unwrap();
+        assert_eq!(quota["pods"], "5", "from the user");
+        assert_eq!(quota["requests.cpu"], "4", "from the template");
+        assert!(!spec.paused, "a default");
+        assert_eq!(spec.template.unwrap().name, "small");
+    }
+
+    #[test]
+    fn a_rendered_spec_with_unknown_fields_is_refused() {
+        let vc = vc_with(
+            json!({ "template": { "name": "small" } }),
+            json!({ "f:template": { "f:name": {} } }),
+        );
+        let err = effective_spec(&vc, json!({ "controlPlane": { "distro": "k3s" } })).unwrap_err();
+        assert!(err.contains("template small"), "{err}");
+    }
+
+    #[test]
+    fn every_shipped_template_renders_a_valid_spec() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/templates");
+        let mut seen = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let template: VirtualClusterTemplate =
+                serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap())
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let required: BTreeMap<String, String> = template
+                .spec
+                .parameters
+                .iter()
+                .filter(|p| p.default.is_none())
+                .map(|p| (p.name.clone(), "sample".to_string()))
+                .collect();
+            let rendered = render(&template, "dev", "team-a", &required)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let spec: VirtualClusterSpec = serde_json::from_value(rendered)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            crate::validate::validate(&spec)
+                .unwrap_or_else(|e| panic!("{}: {e:?}", path.display()));
+            seen.push(template.name_any());
+        }
+        seen.sort();
+        assert_eq!(seen, ["ci", "large", "medium", "preview", "small"]);
+    }
+
+    #[test]
+    fn merge_over_replaces_lists_and_scalars_and_merges_maps() {
+        let mut base = json!({ "a": { "b": 1, "c": [1, 2] }, "d": 1 });
+        merge_over(&mut base, json!({ "a": { "c": [3] }, "d": 2, "e": true }));
+        assert_eq!(
+            base,
+            json!({ "a": { "b": 1, "c": [3] }, "d": 2, "e": true })
+        );
+    }
+}
