@@ -9,6 +9,7 @@ pub mod duration;
 pub mod meta;
 pub mod quantity;
 pub mod syncer_config;
+pub mod translate;
 pub mod virtual_cluster;
 
 pub use duration::{DurationError, DurationSpec};

@@ -1,0 +1,1 @@
+//! Pure translation between virtual objects and their host copies.
