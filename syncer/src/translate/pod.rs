@@ -8,6 +8,10 @@ use k8s_openapi::api::core::v1::{
     SecretProjection, Volume, VolumeProjection,
 };
 
+use vnest_crds::meta::{
+    ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_NAMESPACE, ANNOTATION_OBJECT_UID,
+};
+
 use super::Target;
 
 /// Key of the virtual service-account token in its host Secret.
@@ -136,6 +140,52 @@ fn walk_references(
     }
 }
 
+/// Downward-API paths that would tell the pod its host identity, and the annotations that
+/// carry its virtual one instead.
+const DOWNWARD_REWRITES: [(&str, &str); 3] = [
+    ("metadata.name", ANNOTATION_OBJECT_NAME),
+    ("metadata.namespace", ANNOTATION_OBJECT_NAMESPACE),
+    ("metadata.uid", ANNOTATION_OBJECT_UID),
+];
+
+fn rewrite_field_path(path: &mut String) {
+    if let Some((_, annotation)) = DOWNWARD_REWRITES.iter().find(|(p, _)| p == path) {
+        *path = format!("metadata.annotations['{annotation}']");
+    }
+}
+
+/// Points every downward-API field reference (env, volumes, projections) at the virtual
+/// name, namespace and uid, so the pod sees itself as the tenant created it.
+fn rewrite_downward_api(spec: &mut PodSpec) {
+    for v in spec.volumes.iter_mut().flatten() {
+        let projected = v
+            .projected
+            .iter_mut()
+            .flat_map(|p| p.sources.iter_mut().flatten())
+            .filter_map(|s| s.downward_api.as_mut())
+            .flat_map(|d| d.items.iter_mut().flatten());
+        let plain = v
+            .downward_api
+            .iter_mut()
+            .flat_map(|d| d.items.iter_mut().flatten());
+        for item in projected.chain(plain) {
+            if let Some(f) = &mut item.field_ref {
+                rewrite_field_path(&mut f.field_path);
+            }
+        }
+    }
+    let containers = spec
+        .init_containers
+        .iter_mut()
+        .flatten()
+        .chain(spec.containers.iter_mut());
+    for env in containers.flat_map(|c| c.env.iter_mut().flatten()) {
+        if let Some(f) = env.value_from.as_mut().and_then(|v| v.field_ref.as_mut()) {
+            rewrite_field_path(&mut f.field_path);
+        }
+    }
+}
+
 /// Replaces projected service-account tokens with the minted token Secret, or drops them.
 fn replace_tokens(volumes: &mut [Volume], token_secret: Option<&str>) {
     for projected in volumes.iter_mut().filter_map(|v| v.projected.as_mut()) {
@@ -221,6 +271,7 @@ pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
         spec.volumes.as_deref_mut().unwrap_or_default(),
         env.token_secret.as_deref(),
     );
+    rewrite_downward_api(&mut spec);
 
     // The host scheduler places the pod; the host's own credentials never reach it.
     spec.node_name = None;
@@ -312,6 +363,7 @@ spec:
     - { name: KUBERNETES_SERVICE_HOST, value: "10.0.0.1" }
     - { name: A, valueFrom: { configMapKeyRef: { name: settings, key: a } } }
     - { name: B, valueFrom: { secretKeyRef: { name: creds, key: b } } }
+    - { name: MY_NS, valueFrom: { fieldRef: { fieldPath: metadata.namespace } } }
     envFrom: [{ configMapRef: { name: more-settings } }]
   volumes:
   - { name: cfg, configMap: { name: files } }
@@ -529,6 +581,43 @@ spec:
         });
         assert_eq!(spec.dns_policy, None);
         assert_eq!(spec.dns_config, None);
+    }
+
+    /// The pod reads its virtual name and namespace through the downward API, not the host's.
+    #[test]
+    fn downward_api_reports_the_virtual_identity() {
+        let spec = host(&env());
+        let env = spec.containers[0].env.clone().unwrap();
+        let ns = env.iter().find(|e| e.name == "MY_NS").unwrap();
+        let path = &ns
+            .value_from
+            .as_ref()
+            .unwrap()
+            .field_ref
+            .as_ref()
+            .unwrap()
+            .field_path;
+        assert_eq!(
+            path,
+            "metadata.annotations['vcluster.loft.sh/object-namespace']"
+        );
+        let sources = spec.volumes.unwrap()[4]
+            .projected
+            .clone()
+            .unwrap()
+            .sources
+            .unwrap();
+        let item = &sources[1]
+            .downward_api
+            .as_ref()
+            .unwrap()
+            .items
+            .as_ref()
+            .unwrap()[0];
+        assert_eq!(
+            item.field_ref.as_ref().unwrap().field_path,
+            "metadata.annotations['vcluster.loft.sh/object-namespace']"
+        );
     }
 
     /// Status flows back unchanged: phase, IPs, conditions.
