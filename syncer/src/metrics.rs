@@ -7,6 +7,9 @@ pub struct Metrics {
     registry: Registry,
     /// Failed reconciles, by resource kind (`vcluster_syncer_reconcile_errors_total`).
     pub reconcile_errors: IntCounterVec,
+    /// Writes to the host API, by resource kind (the benchmark's writes per object and the
+    /// "nothing written while idle" check read it).
+    pub host_writes: IntCounterVec,
 }
 
 impl Metrics {
@@ -20,12 +23,23 @@ impl Metrics {
             &["resource"],
         )
         .expect("valid metric definition");
-        registry
-            .register(Box::new(reconcile_errors.clone()))
-            .expect("metric registered once");
+        let host_writes = IntCounterVec::new(
+            Opts::new(
+                "vnest_syncer_host_writes_total",
+                "Creates, updates and deletes the syncer sent to the host API, by resource kind",
+            ),
+            &["resource"],
+        )
+        .expect("valid metric definition");
+        for metric in [&reconcile_errors, &host_writes] {
+            registry
+                .register(Box::new(metric.clone()))
+                .expect("metric registered once");
+        }
         Metrics {
             registry,
             reconcile_errors,
+            host_writes,
         }
     }
 

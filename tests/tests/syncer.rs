@@ -481,6 +481,64 @@ async fn objects_changed_while_the_syncer_is_down_converge_on_restart() {
 }
 
 #[tokio::test]
+async fn a_syncer_killed_mid_burst_ends_with_one_host_pod_per_virtual_pod() {
+    const PODS: usize = 20;
+    let s = setup("sy-burst", json!({})).await;
+    let mut syncer = s.start_syncer();
+    let spec = json!({ "containers": [{ "name": "app", "image": "nginx" }] });
+    let names: Vec<String> = (0..PODS).map(|i| format!("burst-{i}")).collect();
+    let (first, second) = names.split_at(PODS / 2);
+    let create_all = |batch: &[String]| {
+        futures::future::join_all(
+            batch
+                .iter()
+                .map(|n| s.create::<Pod>(pod(n, json!({ "app": "burst" }), spec.clone()))),
+        )
+    };
+    create_all(first).await;
+    syncer.kill();
+    create_all(second).await;
+    let syncer = s.start_syncer();
+
+    let host_pods: Api<Pod> = s.host_api();
+    let virt_pods: Api<Pod> = s.virt_api();
+    let lp = ListParams::default().labels(&format!("{LABEL_SYNCER_NAMESPACE}={}", s.vns.name));
+    wait::until("every virtual pod Running", TIMEOUT, || async {
+        let list = virt_pods
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let running = list
+            .items
+            .iter()
+            .filter(|p| phase(p) == Some("Running"))
+            .count();
+        (running == PODS)
+            .then_some(())
+            .ok_or(format!("{running}/{PODS} Running"))
+    })
+    .await;
+    let virt = virt_pods.list(&ListParams::default()).await.unwrap().items;
+    let host = host_pods.list(&lp).await.unwrap().items;
+    assert_eq!(host.len(), PODS);
+    for v in &virt {
+        let copies: Vec<_> = host
+            .iter()
+            .filter(|h| h.annotations().get(ANNOTATION_OBJECT_UID) == v.uid().as_ref())
+            .collect();
+        assert_eq!(copies.len(), 1, "{}", v.name_any());
+        assert_eq!(copies[0].name_any(), s.host_name(&v.name_any()));
+    }
+
+    // Converged means quiet: no host writes while nothing changes.
+    let writes = "vnest_syncer_host_writes_total";
+    let before = syncer.counter(writes).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(syncer.counter(writes).await.unwrap(), before, "idle writes");
+    s.teardown().await;
+}
+
+#[tokio::test]
 async fn pod_security_refusals_and_names_at_the_63_character_edge() {
     let s = setup(
         "sy-edge",

@@ -328,7 +328,16 @@ impl<S: Syncer> Engine<S> {
         Api::namespaced(self.ctx.host.clone(), &self.ctx.target.host_namespace)
     }
 
+    fn count_write(&self) {
+        self.ctx
+            .metrics
+            .host_writes
+            .with_label_values(&[S::KIND])
+            .inc();
+    }
+
     async fn delete_host(&self, name: &str, virt: Option<&S::K>) -> anyhow::Result<()> {
+        self.count_write();
         match self
             .host_api()
             .delete(name, &self.syncer.delete_params(virt))
@@ -359,6 +368,7 @@ impl<S: Syncer> Engine<S> {
     }
 
     async fn apply(&self, body: &S::K) -> anyhow::Result<()> {
+        self.count_write();
         let name = body.name_any();
         self.host_api()
             .patch(
@@ -485,7 +495,9 @@ impl<S: Syncer> Engine<S> {
                 None => self.apply(&desired).await?,
                 Some(_) if host_terminating => {}
                 Some(h) => {
-                    if self.syncer.needs_update(&h, &desired) {
+                    // Labels are compared whole, so one the tenant removed goes from the host.
+                    let labels_differ = h.labels() != desired.labels();
+                    if labels_differ || self.syncer.needs_update(&h, &desired) {
                         self.apply(&self.syncer.update_body(&h, desired)).await?;
                     }
                     self.syncer.back(&self.ctx, &virt, &h).await?;

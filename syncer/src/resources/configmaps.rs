@@ -3,6 +3,7 @@
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::{ResourceExt, runtime::reflector::Store};
 
+use super::{is_synced, metadata_covers};
 use crate::{
     engine::{Ctx, Decision, Key, Syncer},
     translate::{configmap::host_configmap, pod::references},
@@ -27,11 +28,24 @@ impl Syncer for ConfigMaps {
     type K = ConfigMap;
     const KIND: &'static str = "ConfigMap";
 
+    /// Data is compared whole, so a key the tenant removed goes from the host too.
+    fn needs_update(&self, actual: &ConfigMap, desired: &ConfigMap) -> bool {
+        actual.data.clone().unwrap_or_default() != desired.data.clone().unwrap_or_default()
+            || actual.binary_data.clone().unwrap_or_default()
+                != desired.binary_data.clone().unwrap_or_default()
+            || !metadata_covers(actual, desired)
+    }
+
     async fn desired(&self, ctx: &Ctx, virt: &ConfigMap) -> anyhow::Result<Decision<ConfigMap>> {
         if !ctx.config.sync.to_host.configmaps.all {
             self.pods.wait_until_ready().await?;
             let key = (virt.namespace().unwrap_or_default(), virt.name_any());
-            if !self.pods.state().iter().any(|p| used_by(p).contains(&key)) {
+            if !self
+                .pods
+                .state()
+                .iter()
+                .any(|p| is_synced(ctx, p) && used_by(p).contains(&key))
+            {
                 return Ok(Decision::Skip);
             }
         }

@@ -22,11 +22,13 @@ use kube::{
     runtime::reflector::{ObjectRef, Store},
 };
 use tokio::sync::OnceCell;
-use vnest_crds::translate::{host_name, safe_concat_name};
+use vnest_crds::{
+    meta::ANNOTATION_TOKEN_RENEW_AT,
+    translate::{host_name, safe_concat_name},
+};
 
-use super::sync_status;
+use super::{metadata_covers, sync_status};
 use crate::{
-    diff::covers,
     engine::{Ctx, Decision, FIELD_MANAGER, HostGone, Queue, Syncer},
     translate::{
         pod::{PodEnv, TOKEN_KEY, host_pod, requested_tokens, virtual_status},
@@ -47,6 +49,12 @@ pub struct Pods {
     api_service: OnceCell<(String, i32)>,
     /// Virtual pod uid → when its minted token must be renewed.
     tokens: Mutex<HashMap<String, Instant>>,
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Host Secret carrying the virtual token of the pod whose host name is `host_pod`.
@@ -117,10 +125,19 @@ impl Pods {
             .unwrap_or_else(|e| e.into_inner())
             .get(&uid)
             .copied();
-        if due.is_some_and(|due| due > Instant::now()) {
-            return Ok(());
-        }
         let ns = virt.namespace().unwrap_or_default();
+        let key = (ns.clone(), virt.name_any());
+        match due {
+            Some(due) if due > Instant::now() => return Ok(()),
+            // First look since this syncer started: a stored token may still be good.
+            None => {
+                if let Some(left) = self.stored_token_left(ctx, host).await? {
+                    self.remember(uid, key, left);
+                    return Ok(());
+                }
+            }
+            Some(_) => {}
+        }
         let sa = spec
             .and_then(|s| s.service_account_name.clone())
             .unwrap_or_else(|| "default".into());
@@ -150,9 +167,15 @@ impl Pods {
             .status
             .and_then(|s| s.token)
             .ok_or_else(|| anyhow::anyhow!("token request for {ns}/{sa} returned no token"))?;
+        // Renew at 80% of the lifetime, as the kubelet does.
+        let renew = Duration::from_secs((seconds.max(60) as u64) * 4 / 5);
+        let renew_at = unix_now() + renew.as_secs();
         let secret = Secret {
             metadata: ObjectMeta {
                 name: Some(token_secret_name(&host.name_any())),
+                annotations: Some(
+                    [(ANNOTATION_TOKEN_RENEW_AT.to_string(), renew_at.to_string())].into(),
+                ),
                 namespace: Some(ctx.target.host_namespace.clone()),
                 owner_references: Some(vec![OwnerReference {
                     api_version: "v1".into(),
@@ -167,6 +190,7 @@ impl Pods {
             ..Default::default()
         };
         let secrets: Api<Secret> = Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
+        ctx.metrics.host_writes.with_label_values(&["Secret"]).inc();
         secrets
             .patch(
                 &secret.name_any(),
@@ -180,14 +204,35 @@ impl Pods {
                     virt.name_any()
                 )
             })?;
-        // Renew at 80% of the lifetime, as the kubelet does.
-        let renew = Duration::from_secs((seconds.max(60) as u64) * 4 / 5);
+        self.remember(uid, key, renew);
+        Ok(())
+    }
+
+    /// How long the token already stored for `host` stays good, if it does.
+    async fn stored_token_left(&self, ctx: &Ctx, host: &Pod) -> anyhow::Result<Option<Duration>> {
+        let secrets: Api<Secret> = Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
+        let name = token_secret_name(&host.name_any());
+        let stored = secrets
+            .get_opt(&name)
+            .await
+            .map_err(|e| anyhow::anyhow!("failed to read token secret {name}: {e}"))?;
+        let renew_at = stored
+            .as_ref()
+            .and_then(|s| s.annotations().get(ANNOTATION_TOKEN_RENEW_AT))
+            .and_then(|v| v.parse::<u64>().ok());
+        Ok(renew_at
+            .and_then(|at| at.checked_sub(unix_now()))
+            .filter(|left| *left > 0)
+            .map(Duration::from_secs))
+    }
+
+    /// Notes when the token of pod `uid` is due and queues the pod for then.
+    fn remember(&self, uid: String, key: (String, String), left: Duration) {
         self.tokens
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(uid, Instant::now() + renew);
-        self.queue.push_after((ns, virt.name_any()), renew);
-        Ok(())
+            .insert(uid, Instant::now() + left);
+        self.queue.push_after(key, left);
     }
 
     /// Binds the virtual pod to the node its host copy was scheduled to.
@@ -258,8 +303,7 @@ impl Syncer for Pods {
 
     /// A pod's spec is immutable once created: only its labels and annotations follow.
     fn needs_update(&self, actual: &Pod, desired: &Pod) -> bool {
-        let meta = |p: &Pod| serde_json::to_value(&p.metadata).unwrap_or_default();
-        !covers(&meta(actual), &meta(desired))
+        !metadata_covers(actual, desired)
     }
 
     fn update_body(&self, actual: &Pod, desired: Pod) -> Pod {

@@ -3,6 +3,7 @@
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::{ResourceExt, runtime::reflector::Store};
 
+use super::{is_synced, metadata_covers};
 use crate::{
     engine::{Ctx, Decision, Key, Syncer},
     translate::{pod::references, secret::host_secret},
@@ -24,11 +25,22 @@ impl Syncer for Secrets {
     type K = Secret;
     const KIND: &'static str = "Secret";
 
+    /// Data is compared whole, so a key the tenant removed goes from the host too.
+    fn needs_update(&self, actual: &Secret, desired: &Secret) -> bool {
+        actual.data.clone().unwrap_or_default() != desired.data.clone().unwrap_or_default()
+            || !metadata_covers(actual, desired)
+    }
+
     async fn desired(&self, ctx: &Ctx, virt: &Secret) -> anyhow::Result<Decision<Secret>> {
         if !ctx.config.sync.to_host.secrets.all {
             self.pods.wait_until_ready().await?;
             let key = (virt.namespace().unwrap_or_default(), virt.name_any());
-            if !self.pods.state().iter().any(|p| used_by(p).contains(&key)) {
+            if !self
+                .pods
+                .state()
+                .iter()
+                .any(|p| is_synced(ctx, p) && used_by(p).contains(&key))
+            {
                 return Ok(Decision::Skip);
             }
         }

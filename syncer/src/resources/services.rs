@@ -52,6 +52,10 @@ impl Services {
             }
         };
         let host_api: Api<Service> = Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
+        ctx.metrics
+            .host_writes
+            .with_label_values(&["Service"])
+            .inc();
         host_api
             .patch_metadata(
                 &host.name_any(),
