@@ -9,12 +9,23 @@ use std::{
     process::{Child, Command, Stdio},
 };
 
+use std::time::Duration;
+
 use base64::Engine as _;
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, Client};
+use vnest_crds::meta::SYNCER_CONFIG_KEY;
 
-use crate::bed::{TestBed, repo_root};
+use crate::{
+    bed::{TestBed, bed, repo_root},
+    wait,
+};
 
-/// `target/debug/vnest-syncer`, built by the test command before the tests run.
+/// `$VNEST_SYNCER_BIN`, or `target/debug/vnest-syncer` built by the test command.
 pub fn syncer_binary() -> PathBuf {
+    if let Ok(path) = std::env::var("VNEST_SYNCER_BIN") {
+        return PathBuf::from(path);
+    }
     let target = std::env::var("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| repo_root().join("target"));
@@ -63,6 +74,54 @@ pub struct SyncerWiring {
     pub virtual_namespace: String,
 }
 
+impl SyncerWiring {
+    /// The wiring of virtual cluster `vc` in host namespace `namespace` once the operator
+    /// made its pieces: `vc-config-<vc>` written to a file, a token of ServiceAccount
+    /// `vc-<vc>` (bound by the operator's RoleBinding), the bed's virtual admin kubeconfig.
+    pub async fn from_operator(
+        host: &Client,
+        namespace: &str,
+        vc: &str,
+        virtual_namespace: &str,
+    ) -> Self {
+        let timeout = Duration::from_secs(60);
+        let secrets: Api<Secret> = Api::namespaced(host.clone(), namespace);
+        let config_secret = format!("vc-config-{vc}");
+        let config = wait::until(&config_secret, timeout, || async {
+            let secret = secrets
+                .get_opt(&config_secret)
+                .await
+                .map_err(|e| e.to_string())?;
+            let data = secret.and_then(|s| s.data).ok_or("no config secret yet")?;
+            let bytes = data.get(SYNCER_CONFIG_KEY).ok_or("no config.yaml")?;
+            Ok::<_, String>(bytes.0.clone())
+        })
+        .await;
+        let config_path =
+            std::env::temp_dir().join(format!("vnest-syncer-{namespace}-config.yaml"));
+        std::fs::write(&config_path, config).expect("write syncer config");
+        let account = format!("vc-{vc}");
+        for (kind, name) in [
+            ("serviceaccount", account.as_str()),
+            ("rolebinding", account.as_str()),
+            ("service", vc),
+        ] {
+            wait::until(
+                &format!("{kind} {name} from the operator"),
+                timeout,
+                || async { bed().kubectl(&["-n", namespace, "get", kind, name, "-o", "name"]) },
+            )
+            .await;
+        }
+        SyncerWiring {
+            config: config_path,
+            host_kubeconfig: service_account_kubeconfig(bed(), namespace, &account),
+            virtual_kubeconfig: bed().virtual_kubeconfig(),
+            virtual_namespace: virtual_namespace.to_string(),
+        }
+    }
+}
+
 impl SyncerProcess {
     pub fn start(wiring: &SyncerWiring, metrics_port: u16) -> Self {
         let log = std::env::temp_dir().join(format!(
@@ -90,6 +149,10 @@ impl SyncerProcess {
             metrics_port,
             log,
         }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Kills the process at once (as a crash or eviction would).

@@ -26,7 +26,7 @@ use vnest_crds::{
 use vnest_tests::{
     OperatorProcess, SyncerProcess, TestNamespace, bed, crd,
     fixtures::{create_virtual_cluster, free_port},
-    syncer::{SyncerWiring, service_account_kubeconfig},
+    syncer::SyncerWiring,
     wait,
 };
 
@@ -100,34 +100,6 @@ async fn setup(prefix: &str, spec: Value) -> Setup {
     let operator = OperatorProcess::start(bed(), &ns.name, "op", free_port());
     create_virtual_cluster(&host, &ns.name, VC, spec).await;
 
-    let secrets: Api<Secret> = Api::namespaced(host.clone(), &ns.name);
-    let config = wait::until("vc-config-vc", TIMEOUT, || async {
-        let secret = secrets
-            .get_opt("vc-config-vc")
-            .await
-            .map_err(|e| e.to_string())?;
-        let data = secret.and_then(|s| s.data).ok_or("no config secret yet")?;
-        let bytes = data.get("config.yaml").ok_or("no config.yaml")?;
-        Ok::<_, String>(bytes.0.clone())
-    })
-    .await;
-    let config_path = std::env::temp_dir().join(format!("vnest-syncer-{}-config.yaml", ns.name));
-    std::fs::write(&config_path, config).expect("write syncer config");
-    let vc_account = format!("vc-{VC}");
-    for (kind, name) in [
-        ("serviceaccount", vc_account.as_str()),
-        ("rolebinding", vc_account.as_str()),
-        ("service", VC),
-    ] {
-        wait::until(
-            &format!("{kind} {name} from the operator"),
-            TIMEOUT,
-            || async { bed().kubectl(&["-n", &ns.name, "get", kind, name, "-o", "name"]) },
-        )
-        .await;
-    }
-    let host_kubeconfig = service_account_kubeconfig(bed(), &ns.name, &format!("vc-{VC}"));
-
     let virt = bed().virtual_cluster().await;
     let vns = TestNamespace::create(&virt, prefix).await;
     let accounts: Api<ServiceAccount> = Api::namespaced(virt.clone(), &vns.name);
@@ -136,12 +108,7 @@ async fn setup(prefix: &str, spec: Value) -> Setup {
     })
     .await;
     Setup {
-        wiring: SyncerWiring {
-            config: config_path,
-            host_kubeconfig,
-            virtual_kubeconfig: bed().virtual_kubeconfig(),
-            virtual_namespace: vns.name.clone(),
-        },
+        wiring: SyncerWiring::from_operator(&host, &ns.name, VC, &vns.name).await,
         host,
         virt,
         ns,
