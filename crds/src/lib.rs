@@ -10,6 +10,7 @@ pub mod meta;
 pub mod quantity;
 pub mod syncer_config;
 pub mod template;
+pub mod translate;
 pub mod virtual_cluster;
 
 pub use duration::{DurationError, DurationSpec};

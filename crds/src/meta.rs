@@ -28,6 +28,10 @@ pub const ANNOTATION_OBJECT_NAMESPACE: &str = "vcluster.loft.sh/object-namespace
 pub const ANNOTATION_OBJECT_UID: &str = "vcluster.loft.sh/object-uid";
 pub const ANNOTATION_OBJECT_KIND: &str = "vcluster.loft.sh/object-kind";
 
+/// On the host Secret carrying a pod's virtual service-account token: when (Unix seconds) the
+/// syncer renews it, so a restarted syncer does not mint a new one early.
+pub const ANNOTATION_TOKEN_RENEW_AT: &str = "vnest.dev/token-renew-at";
+
 /// Hash of the desired state last applied to an operator-made object; a differing hash means
 /// the spec changed and the object must be applied again.
 pub const ANNOTATION_APPLIED_HASH: &str = "vnest.dev/applied-hash";

@@ -6,7 +6,9 @@ pub mod bed;
 pub mod crd;
 pub mod fixtures;
 pub mod operator;
+pub mod syncer;
 pub mod wait;
 
 pub use bed::{TestBed, TestNamespace, bed};
 pub use operator::OperatorProcess;
+pub use syncer::SyncerProcess;

@@ -1,0 +1,101 @@
+//! Starts one engine per enabled resource type, wiring the caches one type's decisions read
+//! from another (ConfigMaps and Secrets follow the pods that use them, Endpoints follow
+//! their Services, pods find the virtual DNS among the host Services).
+
+use std::sync::{Arc, atomic::Ordering};
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Pod, Secret, Service};
+
+use crate::{
+    engine::{self, Ctx, Follower, Queue, Watches},
+    resources::{
+        configmaps::{self, ConfigMaps},
+        endpoints::{self, EndpointsSyncer},
+        pods::Pods,
+        secrets::{self, Secrets},
+        services::Services,
+    },
+};
+
+/// Runs every enabled engine until one ends (they only end when their watches do).
+pub async fn run(ctx: Arc<Ctx>) {
+    let to_host = ctx.config.sync.to_host.clone();
+    let pods = Watches::<Pod>::default();
+    let services = Watches::<Service>::default();
+    let (virtual_pods, virtual_services, host_services) = (
+        pods.virt.clone(),
+        services.virt.clone(),
+        services.host.clone(),
+    );
+    let mut engines: Vec<BoxFuture<'static, ()>> = Vec::new();
+    let mut pod_followers: Vec<Follower<Pod>> = Vec::new();
+    let mut service_followers: Vec<Follower<Service>> = Vec::new();
+    // Without synced pods, "used by a pod" never holds: only `all` makes these useful.
+    let referenced = |enabled: bool, all: bool| enabled && (to_host.pods.enabled || all);
+
+    if referenced(to_host.configmaps.enabled, to_host.configmaps.all) {
+        let queue = Queue::default();
+        pod_followers.push((queue.clone(), configmaps::used_by));
+        let syncer = ConfigMaps {
+            pods: virtual_pods.clone(),
+        };
+        engines.push(Box::pin(engine::run(
+            syncer,
+            ctx.clone(),
+            Watches::<ConfigMap>::default(),
+            queue,
+            vec![],
+        )));
+    }
+    if referenced(to_host.secrets.enabled, to_host.secrets.all) {
+        let queue = Queue::default();
+        pod_followers.push((queue.clone(), secrets::used_by));
+        let syncer = Secrets { pods: virtual_pods };
+        engines.push(Box::pin(engine::run(
+            syncer,
+            ctx.clone(),
+            Watches::<Secret>::default(),
+            queue,
+            vec![],
+        )));
+    }
+    if to_host.endpoints.enabled && to_host.services.enabled {
+        let queue = Queue::default();
+        service_followers.push((queue.clone(), endpoints::of_service));
+        let syncer = EndpointsSyncer {
+            services: virtual_services,
+        };
+        engines.push(Box::pin(engine::run(
+            syncer,
+            ctx.clone(),
+            Watches::<Endpoints>::default(),
+            queue,
+            vec![],
+        )));
+    }
+    if to_host.services.enabled {
+        engines.push(Box::pin(engine::run(
+            Services,
+            ctx.clone(),
+            services,
+            Queue::default(),
+            service_followers,
+        )));
+    }
+    if to_host.pods.enabled {
+        let queue = Queue::default();
+        let syncer = Pods::new(host_services, queue.clone());
+        engines.push(Box::pin(engine::run(
+            syncer,
+            ctx.clone(),
+            pods,
+            queue,
+            pod_followers,
+        )));
+    }
+    ctx.unsynced.store(engines.len(), Ordering::SeqCst);
+    if !engines.is_empty() {
+        futures::future::select_all(engines).await;
+    }
+}

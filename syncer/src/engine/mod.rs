@@ -1,0 +1,509 @@
+//! The one sync engine: for a resource type, watch the virtual cluster and the host
+//! namespace, queue the key of every virtual object either side touches, and reconcile each
+//! key level-triggered from the two caches — the same inputs always give the same host
+//! object, and nothing is written when nothing differs. What differs per type lives in a
+//! small [`Syncer`].
+
+pub mod queue;
+
+use std::{
+    collections::HashSet,
+    fmt::Debug,
+    future::Future,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use anyhow::Context as _;
+use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::NamespaceResourceScope;
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{DeleteParams, Patch, PatchParams},
+    runtime::{
+        WatchStreamExt,
+        events::{Event as KubeEvent, EventType, Recorder},
+        reflector::{self, ObjectRef, Store, reflector},
+        watcher,
+    },
+};
+use serde::{Serialize, de::DeserializeOwned};
+use vnest_crds::{
+    SyncerConfig,
+    meta::{ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_NAMESPACE, ANNOTATION_OBJECT_UID},
+    translate::managed_by_selector,
+};
+
+use crate::{diff::covers, metrics::Metrics, translate::Target};
+pub use queue::{Key, Queue};
+
+/// Field manager of every host write.
+pub const FIELD_MANAGER: &str = "vnest-syncer";
+/// Workers per resource type.
+const WORKERS: usize = 4;
+/// Every key is reconciled again this often, whatever the watches say.
+const RESYNC: Duration = Duration::from_secs(300);
+
+/// Everything a reconcile may use: both clients, where host copies go, the configuration.
+pub struct Ctx {
+    pub host: Client,
+    pub virt: Client,
+    pub target: Target,
+    pub config: SyncerConfig,
+    /// Virtual namespaces to sync; empty means all.
+    pub virtual_namespaces: Vec<String>,
+    pub recorder: Recorder,
+    pub metrics: Metrics,
+    /// Engines whose caches have not finished their first list yet.
+    pub unsynced: AtomicUsize,
+}
+
+impl Ctx {
+    fn namespace_synced(&self, namespace: &str) -> bool {
+        self.virtual_namespaces.is_empty() || self.virtual_namespaces.iter().any(|n| n == namespace)
+    }
+
+    /// Publishes a Warning event on virtual object `obj`.
+    pub async fn warn<K: Resource<DynamicType = ()>>(&self, obj: &K, reason: &str, note: String) {
+        let event = KubeEvent {
+            type_: EventType::Warning,
+            reason: reason.to_string(),
+            note: Some(note),
+            action: "Sync".to_string(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &obj.object_ref(&())).await {
+            tracing::warn!(error = %e, "failed to publish event");
+        }
+    }
+}
+
+/// What to do with a virtual object.
+pub enum Decision<K> {
+    /// Make the host copy look like this.
+    Sync(K),
+    /// Not synced (e.g. a ConfigMap no pod uses): no host copy.
+    Skip,
+    /// Not allowed: no host copy, and a Warning event with this reason and note.
+    Refuse { reason: &'static str, note: String },
+}
+
+/// When a synced host copy disappears while its virtual object remains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostGone {
+    /// Someone else deleted it: make it again.
+    Recreate,
+    /// It ended on the host (a pod that ran): end the virtual object too.
+    DeleteVirtual,
+}
+
+/// A type of object the syncer copies to the host: only what differs from the others.
+pub trait Syncer: Send + Sync + 'static {
+    type K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static;
+    /// The kind, as written into `vcluster.loft.sh/object-kind` and metrics.
+    const KIND: &'static str;
+
+    /// The host copy `virt` should have.
+    fn desired(
+        &self,
+        ctx: &Ctx,
+        virt: &Self::K,
+    ) -> impl Future<Output = anyhow::Result<Decision<Self::K>>> + Send;
+
+    /// Whether `actual` must be written to become `desired`.
+    fn needs_update(&self, actual: &Self::K, desired: &Self::K) -> bool {
+        let to_json = |k: &Self::K| serde_json::to_value(k).unwrap_or_default();
+        !covers(&to_json(actual), &to_json(desired))
+    }
+
+    /// The object applied to update `actual` (immutable kinds keep their actual spec).
+    fn update_body(&self, _actual: &Self::K, desired: Self::K) -> Self::K {
+        desired
+    }
+
+    /// Brings the virtual object up to date with its host copy (status, host-owned fields).
+    fn back(
+        &self,
+        _ctx: &Ctx,
+        _virt: &Self::K,
+        _host: &Self::K,
+    ) -> impl Future<Output = anyhow::Result<()>> + Send {
+        async { Ok(()) }
+    }
+
+    fn host_gone(&self, _virt: &Self::K) -> HostGone {
+        HostGone::Recreate
+    }
+
+    /// How a host copy is deleted (pods pass on the virtual grace period).
+    fn delete_params(&self, _virt: Option<&Self::K>) -> DeleteParams {
+        DeleteParams::default()
+    }
+}
+
+/// Caches of one type on both sides; make them first so other syncers can read them.
+pub struct Watches<K: Resource<DynamicType = ()> + Clone + 'static> {
+    pub virt: Store<K>,
+    pub host: Store<K>,
+    virt_writer: reflector::store::Writer<K>,
+    host_writer: reflector::store::Writer<K>,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> Default for Watches<K> {
+    fn default() -> Self {
+        let (virt, virt_writer) = reflector::store();
+        let (host, host_writer) = reflector::store();
+        Watches {
+            virt,
+            host,
+            virt_writer,
+            host_writer,
+        }
+    }
+}
+
+/// More keys to queue when a virtual object changes (pods → the ConfigMaps they use).
+pub type Follower<K> = (Queue, fn(&K) -> Vec<Key>);
+
+fn key_of<K: Resource>(obj: &K) -> Key {
+    (obj.namespace().unwrap_or_default(), obj.name_any())
+}
+
+/// The virtual key a host copy came from, read from its annotations.
+fn virtual_key<K: Resource>(host: &K) -> Option<Key> {
+    let a = host.annotations();
+    Some((
+        a.get(ANNOTATION_OBJECT_NAMESPACE)?.clone(),
+        a.get(ANNOTATION_OBJECT_NAME)?.clone(),
+    ))
+}
+
+pub fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.is_not_found())
+}
+
+struct Engine<S: Syncer> {
+    syncer: S,
+    ctx: Arc<Ctx>,
+    virt: Store<S::K>,
+    host: Store<S::K>,
+    queue: Queue,
+    /// Refusals already reported, so a level-triggered loop does not repeat its event.
+    reported: Mutex<HashSet<(String, String)>>,
+}
+
+/// Runs the engine for `syncer` until the watches end.
+pub async fn run<S: Syncer>(
+    syncer: S,
+    ctx: Arc<Ctx>,
+    watches: Watches<S::K>,
+    queue: Queue,
+    followers: Vec<Follower<S::K>>,
+) {
+    let engine = Arc::new(Engine {
+        syncer,
+        ctx: ctx.clone(),
+        virt: watches.virt.clone(),
+        host: watches.host.clone(),
+        queue: queue.clone(),
+        reported: Mutex::default(),
+    });
+    let host_ns = ctx.target.host_namespace.clone();
+    let virt_events = watcher(
+        Api::<S::K>::all(ctx.virt.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .try_filter({
+        let ctx = ctx.clone();
+        move |ev| {
+            let keep = match ev {
+                watcher::Event::Apply(o)
+                | watcher::Event::InitApply(o)
+                | watcher::Event::Delete(o) => {
+                    ctx.namespace_synced(&o.namespace().unwrap_or_default())
+                }
+                _ => true,
+            };
+            futures::future::ready(keep)
+        }
+    });
+    let virt_events = reflector(watches.virt_writer, virt_events).map(|e| (true, e));
+    let host_config = watcher::Config::default().labels(&managed_by_selector(&ctx.target.vc));
+    let host_events = reflector(
+        watches.host_writer,
+        watcher(
+            Api::<S::K>::namespaced(ctx.host.clone(), &host_ns),
+            host_config,
+        )
+        .default_backoff(),
+    )
+    .map(|e| (false, e));
+    let events = stream::select(virt_events, host_events).for_each(move |(is_virt, event)| {
+        let obj = match event {
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o)) => o,
+            Ok(_) => return futures::future::ready(()),
+            Err(e) => {
+                tracing::warn!(kind = S::KIND, virt = is_virt, error = %e, "watch failed; retrying");
+                return futures::future::ready(());
+            }
+        };
+        if is_virt {
+            queue.push(key_of(&obj));
+            for (q, keys) in &followers {
+                keys(&obj).into_iter().for_each(|k| q.push(k));
+            }
+        } else if let Some(k) = virtual_key(&obj) {
+            queue.push(k);
+        }
+        futures::future::ready(())
+    });
+    let watch_task = tokio::spawn(events);
+
+    let _ = futures::join!(
+        engine.virt.wait_until_ready(),
+        engine.host.wait_until_ready()
+    );
+    ctx.unsynced.fetch_sub(1, Ordering::SeqCst);
+    tracing::info!(
+        kind = S::KIND,
+        virt = engine.virt.len(),
+        host = engine.host.len(),
+        "caches synced"
+    );
+    let resync = tokio::spawn({
+        let engine = engine.clone();
+        async move {
+            loop {
+                engine.push_all();
+                tokio::time::sleep(RESYNC).await;
+            }
+        }
+    });
+    futures::future::join_all((0..WORKERS).map(|_| engine.clone().work())).await;
+    resync.abort();
+    watch_task.abort();
+}
+
+impl<S: Syncer> Engine<S> {
+    fn push_all(&self) {
+        self.virt
+            .state()
+            .iter()
+            .for_each(|o| self.queue.push(key_of(o.as_ref())));
+        self.host
+            .state()
+            .iter()
+            .filter_map(|o| virtual_key(o.as_ref()))
+            .for_each(|k| self.queue.push(k));
+    }
+
+    async fn work(self: Arc<Self>) {
+        loop {
+            let key = self.queue.pop().await;
+            let result = self.reconcile(&key).await;
+            if let Err(e) = &result {
+                self.ctx
+                    .metrics
+                    .reconcile_errors
+                    .with_label_values(&[S::KIND])
+                    .inc();
+                tracing::warn!(kind = S::KIND, namespace = %key.0, name = %key.1, error = format!("{e:#}"), "reconcile failed");
+            }
+            self.queue.done(key, result.is_ok());
+        }
+    }
+
+    fn host_api(&self) -> Api<S::K> {
+        Api::namespaced(self.ctx.host.clone(), &self.ctx.target.host_namespace)
+    }
+
+    fn count_write(&self) {
+        self.ctx
+            .metrics
+            .host_writes
+            .with_label_values(&[S::KIND])
+            .inc();
+    }
+
+    async fn delete_host(&self, name: &str, virt: Option<&S::K>) -> anyhow::Result<()> {
+        self.count_write();
+        match self
+            .host_api()
+            .delete(name, &self.syncer.delete_params(virt))
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(kind = S::KIND, host = name, "deleted host copy");
+                Ok(())
+            }
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("failed to delete host {} {name}", S::KIND)),
+        }
+    }
+
+    async fn delete_virtual(&self, virt: &S::K) -> anyhow::Result<()> {
+        let api: Api<S::K> =
+            Api::namespaced(self.ctx.virt.clone(), &virt.namespace().unwrap_or_default());
+        match api
+            .delete(&virt.name_any(), &DeleteParams::default().grace_period(0))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(e).with_context(|| {
+                format!("failed to delete virtual {} {}", S::KIND, virt.name_any())
+            }),
+        }
+    }
+
+    async fn apply(&self, body: &S::K) -> anyhow::Result<()> {
+        self.count_write();
+        let name = body.name_any();
+        self.host_api()
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(body),
+            )
+            .await
+            .with_context(|| format!("failed to apply host {} {name}", S::KIND))?;
+        tracing::info!(kind = S::KIND, host = %name, "applied host copy");
+        Ok(())
+    }
+
+    fn virt_api(&self, namespace: &str) -> Api<S::K> {
+        Api::namespaced(self.ctx.virt.clone(), namespace)
+    }
+
+    /// Whether the host copy belongs to a virtual object other than the live one, read live
+    /// on both sides: the caches may trail a uid that was just adopted or recreated.
+    async fn belongs_to_other(&self, key: &Key, host_name: &str) -> anyhow::Result<bool> {
+        let virt = self
+            .virt_api(&key.0)
+            .get_opt(&key.1)
+            .await
+            .context("failed to read virtual object")?;
+        let host = self
+            .host_api()
+            .get_opt(host_name)
+            .await
+            .context("failed to read host copy")?;
+        Ok(match (virt, host) {
+            (Some(v), Some(h)) => h.annotations().get(ANNOTATION_OBJECT_UID) != v.uid().as_ref(),
+            _ => false,
+        })
+    }
+
+    /// Whether the virtual object is really gone (not just missing from a trailing cache).
+    async fn virtual_gone(&self, key: &Key) -> anyhow::Result<bool> {
+        let live = self
+            .virt_api(&key.0)
+            .get_opt(&key.1)
+            .await
+            .context("failed to read virtual object")?;
+        Ok(live.is_none())
+    }
+
+    async fn reconcile(&self, key: &Key) -> anyhow::Result<()> {
+        let (namespace, name) = key;
+        let host_name = self.ctx.target.host_name(name, namespace);
+        let virt = self.virt.get(&ObjectRef::new(name).within(namespace));
+        let host = self
+            .host
+            .get(&ObjectRef::new(&host_name).within(&self.ctx.target.host_namespace));
+        let host_terminating = host
+            .as_ref()
+            .is_some_and(|h| h.meta().deletion_timestamp.is_some());
+        // Only copies this syncer made are ever deleted: host controllers copy Service labels
+        // (and so the managed-by marker) onto objects of their own, such as Endpoints.
+        let deletable = host.as_ref().is_some_and(|h| {
+            h.meta().deletion_timestamp.is_none()
+                && h.annotations().contains_key(ANNOTATION_OBJECT_UID)
+        });
+
+        let Some(virt) = virt else {
+            if deletable && self.virtual_gone(key).await? {
+                self.delete_host(&host_name, None).await?;
+            }
+            return Ok(());
+        };
+        if virt.meta().deletion_timestamp.is_some() {
+            return match host {
+                Some(_) if deletable => self.delete_host(&host_name, Some(&virt)).await,
+                Some(_) => Ok(()),
+                None if self.syncer.host_gone(&virt) == HostGone::DeleteVirtual => {
+                    self.delete_virtual(&virt).await
+                }
+                None => Ok(()),
+            };
+        }
+        let uid = virt.uid().unwrap_or_default();
+        if let Some(h) = &host {
+            let host_uid = h
+                .annotations()
+                .get(ANNOTATION_OBJECT_UID)
+                .map(String::as_str);
+            if host_uid != Some(uid.as_str())
+                && deletable
+                && self.belongs_to_other(key, &host_name).await?
+            {
+                tracing::info!(kind = S::KIND, host = %host_name, "host copy belongs to an older virtual object; replacing");
+                return self.delete_host(&host_name, None).await;
+            }
+        }
+        match self.syncer.desired(&self.ctx, &virt).await? {
+            Decision::Skip => {
+                if deletable {
+                    self.delete_host(&host_name, None).await?;
+                }
+            }
+            Decision::Refuse { reason, note } => {
+                let first = self
+                    .reported
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert((uid.clone(), note.clone()));
+                if first {
+                    tracing::info!(kind = S::KIND, namespace, name, note, "refused");
+                    self.ctx.warn(virt.as_ref(), reason, note).await;
+                }
+                if deletable {
+                    self.delete_host(&host_name, None).await?;
+                }
+            }
+            Decision::Sync(desired) => match host {
+                None if self.syncer.host_gone(&virt) == HostGone::DeleteVirtual => {
+                    tracing::info!(
+                        kind = S::KIND,
+                        namespace,
+                        name,
+                        "host copy is gone; deleting the virtual object"
+                    );
+                    self.delete_virtual(&virt).await?;
+                }
+                None => self.apply(&desired).await?,
+                Some(_) if host_terminating => {}
+                Some(h) => {
+                    // Labels are compared whole, so one the tenant removed goes from the host.
+                    let labels_differ = h.labels() != desired.labels();
+                    if labels_differ || self.syncer.needs_update(&h, &desired) {
+                        self.apply(&self.syncer.update_body(&h, desired)).await?;
+                    }
+                    self.syncer.back(&self.ctx, &virt, &h).await?;
+                }
+            },
+        }
+        Ok(())
+    }
+}

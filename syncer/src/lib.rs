@@ -1,0 +1,10 @@
+//! vnest-syncer: fronts a virtual cluster's API server and syncs its objects with the host
+//! namespace the VirtualCluster lives in.
+
+pub mod controllers;
+pub mod diff;
+pub mod engine;
+pub mod metrics;
+pub mod resources;
+pub mod server;
+pub mod translate;

@@ -1,0 +1,132 @@
+//! `vnest-syncer`: runs beside a virtual control plane and syncs its objects with the host
+//! namespace. Flags default to how the StatefulSet wires it; tests override them to run it
+//! as a plain process.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::{Arc, atomic::AtomicUsize},
+};
+
+use anyhow::Context as _;
+use clap::Parser;
+use kube::{
+    Client, Config,
+    config::{KubeConfigOptions, Kubeconfig},
+    runtime::events::{Recorder, Reporter},
+};
+use vnest_crds::SyncerConfig;
+use vnest_syncer::{controllers, engine::Ctx, metrics::Metrics, server, translate::Target};
+
+/// Syncs a virtual cluster's workloads into its host namespace.
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Args {
+    /// The `config.yaml` of Secret `vc-config-<name>`.
+    #[arg(
+        long,
+        env = "VNEST_SYNCER_CONFIG",
+        default_value = "/etc/vnest/config/config.yaml"
+    )]
+    config: PathBuf,
+    /// Kubeconfig of the host cluster; in-cluster config (the pod's ServiceAccount) when absent.
+    #[arg(long, env = "VNEST_HOST_KUBECONFIG")]
+    host_kubeconfig: Option<PathBuf>,
+    /// Admin kubeconfig of the virtual API server (k3s writes it on the shared data volume).
+    #[arg(
+        long,
+        env = "VNEST_VIRTUAL_KUBECONFIG",
+        default_value = "/data/k3s-config/kube-config.yaml"
+    )]
+    virtual_kubeconfig: PathBuf,
+    /// The VirtualCluster's name; the config's when absent.
+    #[arg(long)]
+    name: Option<String>,
+    /// The host namespace; the pod's (downward API), else the config's.
+    #[arg(long, env = "POD_NAMESPACE")]
+    host_namespace: Option<String>,
+    /// Sync only these virtual namespaces (repeat, or comma-separated); all when absent.
+    #[arg(long = "virtual-namespace", value_delimiter = ',')]
+    virtual_namespaces: Vec<String>,
+    /// Address of /metrics, /healthz and /readyz (loopback unless scraped from outside).
+    #[arg(
+        long,
+        env = "VNEST_SYNCER_METRICS_ADDRESS",
+        default_value = "127.0.0.1:8081"
+    )]
+    metrics_address: SocketAddr,
+    /// Serving certificate folder (`<name>-certs`), for the API proxy, which this build does
+    /// not serve yet; accepted so the StatefulSet's arguments parse.
+    #[arg(long, default_value = "/etc/vnest/certs")]
+    certs_dir: PathBuf,
+}
+
+async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .with_context(|| format!("failed to read {}", path.display()))?;
+            Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?
+        }
+        None => Config::incluster().context("failed to load the in-cluster config")?,
+    };
+    Ok(Client::try_from(config)?)
+}
+
+fn read_config(args: &Args) -> anyhow::Result<SyncerConfig> {
+    let text = std::fs::read_to_string(&args.config)
+        .with_context(|| format!("failed to read {}", args.config.display()))?;
+    let mut config: SyncerConfig = serde_yaml::from_str(&text)
+        .with_context(|| format!("failed to parse {}", args.config.display()))?;
+    if let Some(name) = &args.name {
+        config.name = name.clone();
+    }
+    if let Some(ns) = &args.host_namespace {
+        config.host_namespace = ns.clone();
+    }
+    Ok(config)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let config = read_config(&args)?;
+    let host = client(args.host_kubeconfig.as_deref()).await?;
+    let virt = client(Some(&args.virtual_kubeconfig)).await?;
+    tracing::info!(vc = %config.name, host_namespace = %config.host_namespace, certs = %args.certs_dir.display(), "starting");
+    let reporter = Reporter {
+        controller: "vnest-syncer".into(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    let ctx = Arc::new(Ctx {
+        recorder: Recorder::new(virt.clone(), reporter),
+        host,
+        virt,
+        target: Target::new(&config.name, &config.host_namespace),
+        config,
+        virtual_namespaces: args.virtual_namespaces,
+        metrics: Metrics::new(),
+        unsynced: AtomicUsize::new(usize::MAX),
+    });
+    tokio::spawn({
+        let ctx = ctx.clone();
+        async move {
+            if let Err(e) = server::serve(args.metrics_address, ctx).await {
+                tracing::error!(error = format!("{e:#}"), "metrics server failed");
+            }
+        }
+    });
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        () = controllers::run(ctx) => anyhow::bail!("a sync engine stopped"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; stopping"),
+        _ = terminate.recv() => tracing::info!("terminated; stopping"),
+    }
+    Ok(())
+}

@@ -1,0 +1,54 @@
+//! ConfigMaps: synced when a virtual pod in the same namespace uses them, or all with `all`.
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::{ResourceExt, runtime::reflector::Store};
+
+use super::{is_synced, metadata_covers};
+use crate::{
+    engine::{Ctx, Decision, Key, Syncer},
+    translate::{configmap::host_configmap, pod::references},
+};
+
+pub struct ConfigMaps {
+    /// Virtual pods, to tell which ConfigMaps are in use.
+    pub pods: Store<Pod>,
+}
+
+/// The ConfigMaps a pod uses, as keys to queue when the pod changes.
+pub fn used_by(pod: &Pod) -> Vec<Key> {
+    let ns = pod.namespace().unwrap_or_default();
+    let refs = pod.spec.as_ref().map(references).unwrap_or_default();
+    refs.configmaps
+        .into_iter()
+        .map(|n| (ns.clone(), n))
+        .collect()
+}
+
+impl Syncer for ConfigMaps {
+    type K = ConfigMap;
+    const KIND: &'static str = "ConfigMap";
+
+    /// Data is compared whole, so a key the tenant removed goes from the host too.
+    fn needs_update(&self, actual: &ConfigMap, desired: &ConfigMap) -> bool {
+        actual.data.clone().unwrap_or_default() != desired.data.clone().unwrap_or_default()
+            || actual.binary_data.clone().unwrap_or_default()
+                != desired.binary_data.clone().unwrap_or_default()
+            || !metadata_covers(actual, desired)
+    }
+
+    async fn desired(&self, ctx: &Ctx, virt: &ConfigMap) -> anyhow::Result<Decision<ConfigMap>> {
+        if !ctx.config.sync.to_host.configmaps.all {
+            self.pods.wait_until_ready().await?;
+            let key = (virt.namespace().unwrap_or_default(), virt.name_any());
+            if !self
+                .pods
+                .state()
+                .iter()
+                .any(|p| is_synced(ctx, p) && used_by(p).contains(&key))
+            {
+                return Ok(Decision::Skip);
+            }
+        }
+        Ok(Decision::Sync(host_configmap(virt, &ctx.target)))
+    }
+}

@@ -1,0 +1,64 @@
+//! The [`Syncer`](crate::engine::Syncer) of each synced type: glue between the pure
+//! translators and the engine, plus the few API calls a type needs on the virtual side.
+
+pub mod configmaps;
+pub mod endpoints;
+pub mod pods;
+pub mod secrets;
+pub mod services;
+
+use kube::{Api, Resource, ResourceExt, api::Patch, api::PatchParams};
+use serde::{Serialize, de::DeserializeOwned};
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::{diff::covers, engine::Ctx, translate::pod_security};
+
+/// Whether a virtual pod is one the syncer copies (it meets the Pod Security Standard), so
+/// the objects it uses are needed on the host.
+fn is_synced(ctx: &Ctx, pod: &Pod) -> bool {
+    match (ctx.config.pod_security_standard, &pod.spec) {
+        (Some(level), Some(spec)) => pod_security::check(spec, level).is_ok(),
+        _ => true,
+    }
+}
+
+/// Whether the host copy's metadata already has every label and annotation we set.
+fn metadata_covers<K: Resource>(actual: &K, desired: &K) -> bool {
+    let json = |k: &K| serde_json::to_value(k.meta()).unwrap_or_default();
+    covers(&json(actual), &json(desired))
+}
+
+/// Patches the virtual object's status to `desired` when it does not already show it.
+async fn sync_status<K, S>(
+    api: &Api<K>,
+    virt: &K,
+    current: Option<&S>,
+    desired: Option<&S>,
+) -> anyhow::Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    S: Serialize,
+{
+    let Some(desired) = desired else {
+        return Ok(());
+    };
+    let desired = serde_json::to_value(desired)?;
+    let current = serde_json::to_value(current)?;
+    if covers(&current, &desired) {
+        return Ok(());
+    }
+    api.patch_status(
+        &virt.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({ "status": desired })),
+    )
+    .await
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "failed to update virtual status of {}: {e}",
+            virt.name_any()
+        )
+    })?;
+    Ok(())
+}

@@ -1,0 +1,49 @@
+//! Secrets: synced when a virtual pod in the same namespace uses them, or all with `all`.
+
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::{ResourceExt, runtime::reflector::Store};
+
+use super::{is_synced, metadata_covers};
+use crate::{
+    engine::{Ctx, Decision, Key, Syncer},
+    translate::{pod::references, secret::host_secret},
+};
+
+pub struct Secrets {
+    /// Virtual pods, to tell which Secrets are in use.
+    pub pods: Store<Pod>,
+}
+
+/// The Secrets a pod uses (volumes, env, image pull secrets), as keys to queue.
+pub fn used_by(pod: &Pod) -> Vec<Key> {
+    let ns = pod.namespace().unwrap_or_default();
+    let refs = pod.spec.as_ref().map(references).unwrap_or_default();
+    refs.secrets.into_iter().map(|n| (ns.clone(), n)).collect()
+}
+
+impl Syncer for Secrets {
+    type K = Secret;
+    const KIND: &'static str = "Secret";
+
+    /// Data is compared whole, so a key the tenant removed goes from the host too.
+    fn needs_update(&self, actual: &Secret, desired: &Secret) -> bool {
+        actual.data.clone().unwrap_or_default() != desired.data.clone().unwrap_or_default()
+            || !metadata_covers(actual, desired)
+    }
+
+    async fn desired(&self, ctx: &Ctx, virt: &Secret) -> anyhow::Result<Decision<Secret>> {
+        if !ctx.config.sync.to_host.secrets.all {
+            self.pods.wait_until_ready().await?;
+            let key = (virt.namespace().unwrap_or_default(), virt.name_any());
+            if !self
+                .pods
+                .state()
+                .iter()
+                .any(|p| is_synced(ctx, p) && used_by(p).contains(&key))
+            {
+                return Ok(Decision::Skip);
+            }
+        }
+        Ok(Decision::Sync(host_secret(virt, &ctx.target)))
+    }
+}

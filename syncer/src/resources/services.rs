@@ -1,0 +1,94 @@
+//! Services: the host allocates the ClusterIP; the virtual Service is recreated with it
+//! (ClusterIPs are immutable) and shows the host's load-balancer status.
+
+use k8s_openapi::api::core::v1::Service;
+use kube::{
+    Api, ResourceExt,
+    api::{DeleteParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+use vnest_crds::meta::ANNOTATION_OBJECT_UID;
+
+use super::sync_status;
+use crate::{
+    engine::{Ctx, Decision, FIELD_MANAGER, Syncer},
+    translate::service::{cluster_ip_to_adopt, host_service, virtual_status, with_cluster_ip},
+};
+
+pub struct Services;
+
+impl Services {
+    /// Recreates the virtual Service with the host's ClusterIP, and points the host copy at
+    /// the new virtual uid so it is not mistaken for an orphan.
+    async fn adopt_cluster_ip(
+        &self,
+        ctx: &Ctx,
+        virt: &Service,
+        host: &Service,
+        ip: &str,
+    ) -> anyhow::Result<()> {
+        let ns = virt.namespace().unwrap_or_default();
+        let name = virt.name_any();
+        let api: Api<Service> = Api::namespaced(ctx.virt.clone(), &ns);
+        api.delete(&name, &DeleteParams::default())
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!("failed to delete virtual service {ns}/{name} to adopt {ip}: {e}")
+            })?;
+        let created = match api
+            .create(&PostParams::default(), &with_cluster_ip(virt, ip))
+            .await
+        {
+            Ok(created) => created,
+            Err(e) => {
+                // Never leave the tenant without its Service: put it back as it was.
+                let mut original = with_cluster_ip(virt, ip);
+                if let Some(spec) = original.spec.as_mut() {
+                    spec.cluster_ip = None;
+                    spec.cluster_ips = None;
+                }
+                api.create(&PostParams::default(), &original).await.ok();
+                anyhow::bail!("failed to recreate virtual service {ns}/{name} with {ip}: {e}");
+            }
+        };
+        let host_api: Api<Service> = Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
+        ctx.metrics
+            .host_writes
+            .with_label_values(&["Service"])
+            .inc();
+        host_api
+            .patch_metadata(
+                &host.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "metadata": { "annotations": { ANNOTATION_OBJECT_UID: created.uid() } } })),
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("failed to re-own host service {}: {e}", host.name_any()))?;
+        tracing::info!(namespace = %ns, name = %name, ip, manager = FIELD_MANAGER, "virtual service took over the host ClusterIP");
+        Ok(())
+    }
+}
+
+impl Syncer for Services {
+    type K = Service;
+    const KIND: &'static str = "Service";
+
+    async fn desired(&self, ctx: &Ctx, virt: &Service) -> anyhow::Result<Decision<Service>> {
+        Ok(Decision::Sync(host_service(virt, &ctx.target)))
+    }
+
+    async fn back(&self, ctx: &Ctx, virt: &Service, host: &Service) -> anyhow::Result<()> {
+        if let Some(ip) = cluster_ip_to_adopt(virt, host) {
+            return self.adopt_cluster_ip(ctx, virt, host, &ip).await;
+        }
+        let api: Api<Service> =
+            Api::namespaced(ctx.virt.clone(), &virt.namespace().unwrap_or_default());
+        sync_status(
+            &api,
+            virt,
+            virt.status.as_ref(),
+            virtual_status(host).as_ref(),
+        )
+        .await
+    }
+}

@@ -1,0 +1,633 @@
+//! Pods: the host copy of a virtual pod, every reference inside it renamed into the host
+//! namespace, and the host pod's status as the virtual pod shows it.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::{
+    Container, EnvVar, KeyToPath, Pod, PodDNSConfig, PodDNSConfigOption, PodSpec, PodStatus,
+    SecretProjection, Volume, VolumeProjection,
+};
+
+use vnest_crds::meta::{
+    ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_NAMESPACE, ANNOTATION_OBJECT_UID,
+};
+
+use super::Target;
+
+/// Key of the virtual service-account token in its host Secret.
+pub const TOKEN_KEY: &str = "token";
+
+/// What the host pod needs besides the virtual pod itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodEnv {
+    /// ClusterIP and port of the host Service fronting the virtual API server; pods reach
+    /// "their" Kubernetes API there.
+    pub api_service: Option<(String, i32)>,
+    /// ClusterIP of the host copy of the virtual cluster's DNS Service, when it has one.
+    pub dns_ip: Option<String>,
+    /// `sync.toHost.serviceaccounts`: host copies of service accounts exist.
+    pub sync_service_accounts: bool,
+    /// Host Secret holding the pod's virtual service-account token (key [`TOKEN_KEY`]),
+    /// when one was minted; without it projected tokens are dropped.
+    pub token_secret: Option<String>,
+}
+
+/// ConfigMaps and Secrets (virtual names, in the pod's namespace) a pod uses.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct References {
+    pub configmaps: BTreeSet<String>,
+    pub secrets: BTreeSet<String>,
+}
+
+/// Every ConfigMap and Secret `spec` refers to: volumes, projections, env and envFrom of all
+/// containers, image pull secrets.
+pub fn references(spec: &PodSpec) -> References {
+    let (mut configmaps, mut secrets) = (BTreeSet::new(), BTreeSet::new());
+    // The renaming walk with recording visitors, so the two can never disagree.
+    walk_references(
+        &mut spec.clone(),
+        &mut |name| {
+            configmaps.insert(name.clone());
+        },
+        &mut |name| {
+            secrets.insert(name.clone());
+        },
+        &mut |_| {},
+    );
+    References {
+        configmaps,
+        secrets,
+    }
+}
+
+/// Calls the visitors on every ConfigMap, Secret and PVC name in `spec`, letting them rewrite.
+fn walk_references(
+    spec: &mut PodSpec,
+    configmap: &mut dyn FnMut(&mut String),
+    secret: &mut dyn FnMut(&mut String),
+    claim: &mut dyn FnMut(&mut String),
+) {
+    for v in spec.volumes.iter_mut().flatten() {
+        if let Some(cm) = &mut v.config_map {
+            configmap(&mut cm.name);
+        }
+        if let Some(name) = v.secret.as_mut().and_then(|s| s.secret_name.as_mut()) {
+            secret(name);
+        }
+        if let Some(pvc) = &mut v.persistent_volume_claim {
+            claim(&mut pvc.claim_name);
+        }
+        if let Some(azure) = &mut v.azure_file {
+            secret(&mut azure.secret_name);
+        }
+        let secret_refs = [
+            v.csi
+                .as_mut()
+                .and_then(|c| c.node_publish_secret_ref.as_mut()),
+            v.cephfs.as_mut().and_then(|c| c.secret_ref.as_mut()),
+            v.cinder.as_mut().and_then(|c| c.secret_ref.as_mut()),
+            v.flex_volume.as_mut().and_then(|c| c.secret_ref.as_mut()),
+            v.iscsi.as_mut().and_then(|c| c.secret_ref.as_mut()),
+            v.rbd.as_mut().and_then(|c| c.secret_ref.as_mut()),
+            v.storageos.as_mut().and_then(|c| c.secret_ref.as_mut()),
+        ];
+        for r in secret_refs.into_iter().flatten() {
+            secret(&mut r.name);
+        }
+        if let Some(r) = v.scale_io.as_mut().map(|c| &mut c.secret_ref) {
+            secret(&mut r.name);
+        }
+        for source in v
+            .projected
+            .iter_mut()
+            .flat_map(|p| p.sources.iter_mut().flatten())
+        {
+            if let Some(cm) = &mut source.config_map {
+                configmap(&mut cm.name);
+            }
+            if let Some(s) = &mut source.secret {
+                secret(&mut s.name);
+            }
+        }
+    }
+    let containers = spec
+        .init_containers
+        .iter_mut()
+        .flatten()
+        .chain(spec.containers.iter_mut());
+    for c in containers {
+        for env in c.env.iter_mut().flatten() {
+            if let Some(from) = &mut env.value_from {
+                if let Some(k) = &mut from.config_map_key_ref {
+                    configmap(&mut k.name);
+                }
+                if let Some(k) = &mut from.secret_key_ref {
+                    secret(&mut k.name);
+                }
+            }
+        }
+        for from in c.env_from.iter_mut().flatten() {
+            if let Some(r) = &mut from.config_map_ref {
+                configmap(&mut r.name);
+            }
+            if let Some(r) = &mut from.secret_ref {
+                secret(&mut r.name);
+            }
+        }
+    }
+    for r in spec.image_pull_secrets.iter_mut().flatten() {
+        secret(&mut r.name);
+    }
+}
+
+/// Downward-API paths that would tell the pod its host identity, and the annotations that
+/// carry its virtual one instead.
+const DOWNWARD_REWRITES: [(&str, &str); 3] = [
+    ("metadata.name", ANNOTATION_OBJECT_NAME),
+    ("metadata.namespace", ANNOTATION_OBJECT_NAMESPACE),
+    ("metadata.uid", ANNOTATION_OBJECT_UID),
+];
+
+fn rewrite_field_path(path: &mut String) {
+    if let Some((_, annotation)) = DOWNWARD_REWRITES.iter().find(|(p, _)| p == path) {
+        *path = format!("metadata.annotations['{annotation}']");
+    }
+}
+
+/// Points every downward-API field reference (env, volumes, projections) at the virtual
+/// name, namespace and uid, so the pod sees itself as the tenant created it.
+fn rewrite_downward_api(spec: &mut PodSpec) {
+    for v in spec.volumes.iter_mut().flatten() {
+        let projected = v
+            .projected
+            .iter_mut()
+            .flat_map(|p| p.sources.iter_mut().flatten())
+            .filter_map(|s| s.downward_api.as_mut())
+            .flat_map(|d| d.items.iter_mut().flatten());
+        let plain = v
+            .downward_api
+            .iter_mut()
+            .flat_map(|d| d.items.iter_mut().flatten());
+        for item in projected.chain(plain) {
+            if let Some(f) = &mut item.field_ref {
+                rewrite_field_path(&mut f.field_path);
+            }
+        }
+    }
+    let containers = spec
+        .init_containers
+        .iter_mut()
+        .flatten()
+        .chain(spec.containers.iter_mut());
+    for env in containers.flat_map(|c| c.env.iter_mut().flatten()) {
+        if let Some(f) = env.value_from.as_mut().and_then(|v| v.field_ref.as_mut()) {
+            rewrite_field_path(&mut f.field_path);
+        }
+    }
+}
+
+/// Replaces projected service-account tokens with the minted token Secret, or drops them.
+fn replace_tokens(volumes: &mut [Volume], token_secret: Option<&str>) {
+    for projected in volumes.iter_mut().filter_map(|v| v.projected.as_mut()) {
+        let Some(sources) = &mut projected.sources else {
+            continue;
+        };
+        *sources = std::mem::take(sources)
+            .into_iter()
+            .filter_map(
+                |source| match (&source.service_account_token, token_secret) {
+                    (None, _) => Some(source),
+                    (Some(_), None) => None,
+                    (Some(token), Some(secret)) => Some(VolumeProjection {
+                        secret: Some(SecretProjection {
+                            name: secret.to_string(),
+                            items: Some(vec![KeyToPath {
+                                key: TOKEN_KEY.to_string(),
+                                path: token.path.clone(),
+                                ..Default::default()
+                            }]),
+                            optional: Some(false),
+                        }),
+                        ..Default::default()
+                    }),
+                },
+            )
+            .collect();
+    }
+}
+
+/// The service-account tokens a pod's projected volumes ask for: (audience, expiry seconds).
+pub fn requested_tokens(spec: &PodSpec) -> Vec<(Option<String>, Option<i64>)> {
+    spec.volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.projected.as_ref())
+        .flat_map(|p| p.sources.iter().flatten())
+        .filter_map(|s| s.service_account_token.as_ref())
+        .map(|t| (t.audience.clone(), t.expiration_seconds))
+        .collect()
+}
+
+/// `KUBERNETES_SERVICE_*` pointing at the virtual API server, replacing the tenant's own.
+fn point_at_virtual_api(container: &mut Container, ip: &str, port: i32) {
+    const KEYS: [&str; 3] = [
+        "KUBERNETES_SERVICE_HOST",
+        "KUBERNETES_SERVICE_PORT",
+        "KUBERNETES_PORT",
+    ];
+    let values = [
+        ip.to_string(),
+        port.to_string(),
+        format!("tcp://{ip}:{port}"),
+    ];
+    let mut env: Vec<EnvVar> = KEYS
+        .iter()
+        .zip(values)
+        .map(|(k, v)| EnvVar {
+            name: k.to_string(),
+            value: Some(v),
+            ..Default::default()
+        })
+        .collect();
+    env.extend(
+        container
+            .env
+            .take()
+            .into_iter()
+            .flatten()
+            .filter(|e| !KEYS.contains(&e.name.as_str())),
+    );
+    container.env = Some(env);
+}
+
+/// The host copy of virtual pod `virt`.
+pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
+    let namespace = virt.metadata.namespace.as_deref().unwrap_or_default();
+    let name = virt.metadata.name.as_deref().unwrap_or_default();
+    let mut spec = virt.spec.clone().unwrap_or_default();
+    let rename = |n: &mut String| *n = target.host_name(n, namespace);
+    walk_references(&mut spec, &mut { rename }, &mut { rename }, &mut { rename });
+    replace_tokens(
+        spec.volumes.as_deref_mut().unwrap_or_default(),
+        env.token_secret.as_deref(),
+    );
+    rewrite_downward_api(&mut spec);
+
+    // The host scheduler places the pod; the host's own credentials never reach it.
+    spec.node_name = None;
+    spec.automount_service_account_token = Some(false);
+    spec.enable_service_links = Some(false);
+    let sa = spec
+        .service_account_name
+        .take()
+        .or(spec.service_account.take());
+    spec.service_account = None;
+    spec.service_account_name = match (env.sync_service_accounts, sa) {
+        (true, Some(sa)) => Some(target.host_name(&sa, namespace)),
+        _ => None,
+    };
+    // The host pod name is translated; the pod still sees its own name as hostname.
+    if spec.hostname.is_none() {
+        spec.hostname = Some(
+            name.chars()
+                .take(63)
+                .collect::<String>()
+                .trim_end_matches(['-', '.'])
+                .to_string(),
+        );
+    }
+    if let Some((ip, port)) = &env.api_service {
+        for c in spec
+            .init_containers
+            .iter_mut()
+            .flatten()
+            .chain(spec.containers.iter_mut())
+        {
+            point_at_virtual_api(c, ip, *port);
+        }
+    }
+    let tenant_dns = spec
+        .dns_policy
+        .as_deref()
+        .is_none_or(|p| p.starts_with("ClusterFirst"));
+    if let (Some(dns_ip), true) = (&env.dns_ip, tenant_dns) {
+        spec.dns_policy = Some("None".to_string());
+        spec.dns_config = Some(PodDNSConfig {
+            nameservers: Some(vec![dns_ip.clone()]),
+            searches: Some(vec![
+                format!("{namespace}.svc.cluster.local"),
+                "svc.cluster.local".to_string(),
+                "cluster.local".to_string(),
+            ]),
+            options: Some(vec![PodDNSConfigOption {
+                name: Some("ndots".to_string()),
+                value: Some("5".to_string()),
+            }]),
+        });
+    }
+    Pod {
+        metadata: target.host_meta("Pod", &virt.metadata),
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+/// The status the virtual pod should show: the host pod's, as the host reports it.
+pub fn virtual_status(host: &Pod) -> Option<PodStatus> {
+    host.status.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use super::*;
+
+    const POD: &str = r#"
+metadata:
+  name: web-0
+  namespace: shop
+  uid: u-1
+  labels: { app: web }
+spec:
+  nodeName: virtual-node
+  serviceAccountName: builder
+  imagePullSecrets: [{ name: regcred }]
+  initContainers:
+  - name: init
+    image: busybox
+    envFrom: [{ secretRef: { name: init-env } }]
+  containers:
+  - name: app
+    image: nginx
+    env:
+    - { name: KUBERNETES_SERVICE_HOST, value: "10.0.0.1" }
+    - { name: A, valueFrom: { configMapKeyRef: { name: settings, key: a } } }
+    - { name: B, valueFrom: { secretKeyRef: { name: creds, key: b } } }
+    - { name: MY_NS, valueFrom: { fieldRef: { fieldPath: metadata.namespace } } }
+    envFrom: [{ configMapRef: { name: more-settings } }]
+  volumes:
+  - { name: cfg, configMap: { name: files } }
+  - { name: sec, secret: { secretName: tls } }
+  - { name: data, persistentVolumeClaim: { claimName: data-web-0 } }
+  - { name: csi, csi: { driver: d, nodePublishSecretRef: { name: csi-creds } } }
+  - name: kube-api-access-abcde
+    projected:
+      sources:
+      - serviceAccountToken: { path: token, expirationSeconds: 3607 }
+      - configMap: { name: kube-root-ca.crt, items: [{ key: ca.crt, path: ca.crt }] }
+      - downwardAPI: { items: [{ path: namespace, fieldRef: { fieldPath: metadata.namespace } }] }
+"#;
+
+    fn env() -> PodEnv {
+        PodEnv {
+            api_service: Some(("10.96.0.10".into(), 443)),
+            dns_ip: Some("10.96.0.53".into()),
+            sync_service_accounts: false,
+            token_secret: None,
+        }
+    }
+
+    fn host(env: &PodEnv) -> PodSpec {
+        host_pod(&from_yaml(POD), &target(), env).spec.unwrap()
+    }
+
+    /// Every ConfigMap, Secret and PVC name resolves inside the host namespace, so a tenant
+    /// can never mount a host object that was not made for it.
+    #[test]
+    fn every_reference_is_translated() {
+        let spec = host(&env());
+        let v = spec.volumes.as_ref().unwrap();
+        assert_eq!(v[0].config_map.as_ref().unwrap().name, "files-x-shop-x-vc");
+        assert_eq!(
+            v[1].secret.as_ref().unwrap().secret_name.as_deref(),
+            Some("tls-x-shop-x-vc")
+        );
+        assert_eq!(
+            v[2].persistent_volume_claim.as_ref().unwrap().claim_name,
+            "data-web-0-x-shop-x-vc"
+        );
+        assert_eq!(
+            v[3].csi
+                .as_ref()
+                .unwrap()
+                .node_publish_secret_ref
+                .as_ref()
+                .unwrap()
+                .name,
+            "csi-creds-x-shop-x-vc"
+        );
+        let projected = v[4].projected.as_ref().unwrap().sources.as_ref().unwrap();
+        assert_eq!(
+            projected[0].config_map.as_ref().unwrap().name,
+            "kube-root-ca.crt-x-shop-x-vc"
+        );
+        let app = &spec.containers[0];
+        let env = app.env.as_ref().unwrap();
+        let by_name = |n: &str| env.iter().find(|e| e.name == n).unwrap();
+        let from = |n: &str| by_name(n).value_from.clone().unwrap();
+        assert_eq!(
+            from("A").config_map_key_ref.unwrap().name,
+            "settings-x-shop-x-vc"
+        );
+        assert_eq!(from("B").secret_key_ref.unwrap().name, "creds-x-shop-x-vc");
+        assert_eq!(
+            app.env_from.as_ref().unwrap()[0]
+                .config_map_ref
+                .as_ref()
+                .unwrap()
+                .name,
+            "more-settings-x-shop-x-vc"
+        );
+        let init = &spec.init_containers.as_ref().unwrap()[0];
+        assert_eq!(
+            init.env_from.as_ref().unwrap()[0]
+                .secret_ref
+                .as_ref()
+                .unwrap()
+                .name,
+            "init-env-x-shop-x-vc"
+        );
+        assert_eq!(
+            spec.image_pull_secrets.unwrap()[0].name,
+            "regcred-x-shop-x-vc"
+        );
+    }
+
+    /// The list of used objects drives which ConfigMaps and Secrets are synced.
+    #[test]
+    fn references_lists_virtual_names() {
+        let pod: Pod = from_yaml(POD);
+        let refs = references(pod.spec.as_ref().unwrap());
+        let cms: Vec<_> = refs.configmaps.iter().map(String::as_str).collect();
+        assert_eq!(
+            cms,
+            ["files", "kube-root-ca.crt", "more-settings", "settings"]
+        );
+        let secrets: Vec<_> = refs.secrets.iter().map(String::as_str).collect();
+        assert_eq!(
+            secrets,
+            ["creds", "csi-creds", "init-env", "regcred", "tls"]
+        );
+    }
+
+    /// The host pod is named per design.md, scheduled by the host, and never mounts a host
+    /// service-account token.
+    #[test]
+    fn host_pod_is_renamed_unscheduled_and_without_host_credentials() {
+        let pod = host_pod(&from_yaml(POD), &target(), &env());
+        assert_eq!(pod.metadata.name.as_deref(), Some("web-0-x-shop-x-vc"));
+        let spec = pod.spec.unwrap();
+        assert_eq!(spec.node_name, None);
+        assert_eq!(spec.automount_service_account_token, Some(false));
+        assert_eq!(spec.service_account_name, None);
+        assert_eq!(spec.enable_service_links, Some(false));
+        assert_eq!(spec.hostname.as_deref(), Some("web-0"));
+    }
+
+    /// With service-account sync on, the host copy of the tenant's account is used.
+    #[test]
+    fn service_account_is_translated_when_synced() {
+        let spec = host(&PodEnv {
+            sync_service_accounts: true,
+            ..env()
+        });
+        assert_eq!(
+            spec.service_account_name.as_deref(),
+            Some("builder-x-shop-x-vc")
+        );
+    }
+
+    /// Without a minted token the projected host token is dropped, never passed through.
+    #[test]
+    fn projected_token_is_dropped_without_a_minted_token() {
+        let spec = host(&env());
+        let sources = spec.volumes.unwrap()[4]
+            .projected
+            .clone()
+            .unwrap()
+            .sources
+            .unwrap();
+        assert_eq!(sources.len(), 2);
+        assert!(sources.iter().all(|s| s.service_account_token.is_none()));
+    }
+
+    /// With a minted token its Secret is projected at the path the pod asked for.
+    #[test]
+    fn projected_token_comes_from_the_minted_secret() {
+        let spec = host(&PodEnv {
+            token_secret: Some("web-0-x-shop-x-vc-sa-token".into()),
+            ..env()
+        });
+        let sources = spec.volumes.unwrap()[4]
+            .projected
+            .clone()
+            .unwrap()
+            .sources
+            .unwrap();
+        let secret = sources[0].secret.as_ref().unwrap();
+        assert_eq!(secret.name, "web-0-x-shop-x-vc-sa-token");
+        let item = &secret.items.as_ref().unwrap()[0];
+        assert_eq!(
+            (item.key.as_str(), item.path.as_str()),
+            (TOKEN_KEY, "token")
+        );
+        let pod: Pod = from_yaml(POD);
+        assert_eq!(
+            requested_tokens(pod.spec.as_ref().unwrap()),
+            vec![(None, Some(3607))]
+        );
+    }
+
+    /// In-cluster clients in the host pod talk to the virtual API server, not the host's.
+    #[test]
+    fn kubernetes_service_env_points_at_the_virtual_api() {
+        let spec = host(&env());
+        for c in spec
+            .containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+        {
+            let env = c.env.as_ref().unwrap();
+            let host_vars: Vec<_> = env
+                .iter()
+                .filter(|e| e.name == "KUBERNETES_SERVICE_HOST")
+                .collect();
+            assert_eq!(host_vars.len(), 1, "{}", c.name);
+            assert_eq!(host_vars[0].value.as_deref(), Some("10.96.0.10"));
+            let port = env
+                .iter()
+                .find(|e| e.name == "KUBERNETES_SERVICE_PORT")
+                .unwrap();
+            assert_eq!(port.value.as_deref(), Some("443"));
+        }
+    }
+
+    /// Cluster DNS inside the pod is the virtual cluster's, searched from its own namespace.
+    #[test]
+    fn dns_points_at_the_virtual_cluster() {
+        let spec = host(&env());
+        assert_eq!(spec.dns_policy.as_deref(), Some("None"));
+        let dns = spec.dns_config.unwrap();
+        assert_eq!(dns.nameservers.unwrap(), ["10.96.0.53"]);
+        assert_eq!(dns.searches.unwrap()[0], "shop.svc.cluster.local");
+    }
+
+    /// With no virtual DNS Service known, the pod keeps its DNS policy.
+    #[test]
+    fn dns_is_left_alone_without_a_virtual_dns_service() {
+        let spec = host(&PodEnv {
+            dns_ip: None,
+            ..env()
+        });
+        assert_eq!(spec.dns_policy, None);
+        assert_eq!(spec.dns_config, None);
+    }
+
+    /// The pod reads its virtual name and namespace through the downward API, not the host's.
+    #[test]
+    fn downward_api_reports_the_virtual_identity() {
+        let spec = host(&env());
+        let env = spec.containers[0].env.clone().unwrap();
+        let ns = env.iter().find(|e| e.name == "MY_NS").unwrap();
+        let path = &ns
+            .value_from
+            .as_ref()
+            .unwrap()
+            .field_ref
+            .as_ref()
+            .unwrap()
+            .field_path;
+        assert_eq!(
+            path,
+            "metadata.annotations['vcluster.loft.sh/object-namespace']"
+        );
+        let sources = spec.volumes.unwrap()[4]
+            .projected
+            .clone()
+            .unwrap()
+            .sources
+            .unwrap();
+        let item = &sources[1]
+            .downward_api
+            .as_ref()
+            .unwrap()
+            .items
+            .as_ref()
+            .unwrap()[0];
+        assert_eq!(
+            item.field_ref.as_ref().unwrap().field_path,
+            "metadata.annotations['vcluster.loft.sh/object-namespace']"
+        );
+    }
+
+    /// Status flows back unchanged: phase, IPs, conditions.
+    #[test]
+    fn host_status_is_the_virtual_status() {
+        let host: Pod = from_yaml(
+            "metadata: {name: x}\nstatus: {phase: Running, podIP: 10.244.0.7, hostIP: 127.0.0.1}",
+        );
+        let status = virtual_status(&host).unwrap();
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        assert_eq!(status.pod_ip.as_deref(), Some("10.244.0.7"));
+    }
+}

@@ -1,0 +1,210 @@
+//! The syncer binary, run as a real process wired as the StatefulSet wires it: the
+//! operator's `vc-config-<name>` configuration, a host kubeconfig carrying a token of the
+//! operator-made `vc-<name>` ServiceAccount (so only the operator's Role applies), and the
+//! virtual API server's admin kubeconfig.
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+};
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, Client};
+use vnest_crds::meta::SYNCER_CONFIG_KEY;
+
+use crate::{
+    bed::{TestBed, bed, repo_root},
+    wait,
+};
+
+/// `$VNEST_SYNCER_BIN`, or `target/debug/vnest-syncer` built by the test command.
+pub fn syncer_binary() -> PathBuf {
+    if let Ok(path) = std::env::var("VNEST_SYNCER_BIN") {
+        return PathBuf::from(path);
+    }
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo_root().join("target"));
+    let path = target.join("debug/vnest-syncer");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build -p vnest-syncer` first",
+        path.display()
+    );
+    path
+}
+
+/// Writes a kubeconfig for ServiceAccount `namespace/name` of the host (a 1h token).
+pub fn service_account_kubeconfig(bed: &TestBed, namespace: &str, name: &str) -> PathBuf {
+    let token = bed
+        .kubectl(&["-n", namespace, "create", "token", name, "--duration=1h"])
+        .unwrap_or_else(|e| panic!("create token for {namespace}/{name}: {e}"));
+    let ca = std::fs::read(bed.var("VNEST_TESTBED_CA")).expect("test bed CA");
+    let kubeconfig = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{ "name": "host", "cluster": {
+            "server": bed.var("VNEST_HOST_SERVER"),
+            "certificate-authority-data": base64::engine::general_purpose::STANDARD.encode(ca),
+        }}],
+        "users": [{ "name": name, "user": { "token": token.trim() } }],
+        "contexts": [{ "name": "sa", "context": { "cluster": "host", "user": name, "namespace": namespace } }],
+        "current-context": "sa",
+    });
+    let path = std::env::temp_dir().join(format!("vnest-syncer-{namespace}-{name}.kubeconfig"));
+    std::fs::write(&path, serde_yaml::to_string(&kubeconfig).unwrap()).expect("write kubeconfig");
+    path
+}
+
+/// A running syncer; killed when dropped, its log printed if the test is failing.
+pub struct SyncerProcess {
+    child: Child,
+    pub metrics_port: u16,
+    pub log: PathBuf,
+}
+
+/// How to start a syncer: the files it reads and the virtual namespaces it syncs.
+pub struct SyncerWiring {
+    pub config: PathBuf,
+    pub host_kubeconfig: PathBuf,
+    pub virtual_kubeconfig: PathBuf,
+    pub virtual_namespace: String,
+}
+
+impl SyncerWiring {
+    /// The wiring of virtual cluster `vc` in host namespace `namespace` once the operator
+    /// made its pieces: `vc-config-<vc>` written to a file, a token of ServiceAccount
+    /// `vc-<vc>` (bound by the operator's RoleBinding), the bed's virtual admin kubeconfig.
+    pub async fn from_operator(
+        host: &Client,
+        namespace: &str,
+        vc: &str,
+        virtual_namespace: &str,
+    ) -> Self {
+        let timeout = Duration::from_secs(60);
+        let secrets: Api<Secret> = Api::namespaced(host.clone(), namespace);
+        let config_secret = format!("vc-config-{vc}");
+        let config = wait::until(&config_secret, timeout, || async {
+            let secret = secrets
+                .get_opt(&config_secret)
+                .await
+                .map_err(|e| e.to_string())?;
+            let data = secret.and_then(|s| s.data).ok_or("no config secret yet")?;
+            let bytes = data.get(SYNCER_CONFIG_KEY).ok_or("no config.yaml")?;
+            Ok::<_, String>(bytes.0.clone())
+        })
+        .await;
+        let config_path =
+            std::env::temp_dir().join(format!("vnest-syncer-{namespace}-config.yaml"));
+        std::fs::write(&config_path, config).expect("write syncer config");
+        let account = format!("vc-{vc}");
+        for (kind, name) in [
+            ("serviceaccount", account.as_str()),
+            ("rolebinding", account.as_str()),
+            ("service", vc),
+        ] {
+            wait::until(
+                &format!("{kind} {name} from the operator"),
+                timeout,
+                || async { bed().kubectl(&["-n", namespace, "get", kind, name, "-o", "name"]) },
+            )
+            .await;
+        }
+        SyncerWiring {
+            config: config_path,
+            host_kubeconfig: service_account_kubeconfig(bed(), namespace, &account),
+            virtual_kubeconfig: bed().virtual_kubeconfig(),
+            virtual_namespace: virtual_namespace.to_string(),
+        }
+    }
+}
+
+impl SyncerProcess {
+    pub fn start(wiring: &SyncerWiring, metrics_port: u16) -> Self {
+        let log = std::env::temp_dir().join(format!(
+            "vnest-syncer-{}-{metrics_port}.log",
+            wiring.virtual_namespace
+        ));
+        let file = std::fs::File::create(&log).expect("syncer log file");
+        let child = Command::new(syncer_binary())
+            .arg("--config")
+            .arg(&wiring.config)
+            .arg("--host-kubeconfig")
+            .arg(&wiring.host_kubeconfig)
+            .arg("--virtual-kubeconfig")
+            .arg(&wiring.virtual_kubeconfig)
+            .arg(format!("--virtual-namespace={}", wiring.virtual_namespace))
+            .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
+            .env("RUST_LOG", "info")
+            .env_remove("POD_NAMESPACE")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start vnest-syncer");
+        SyncerProcess {
+            child,
+            metrics_port,
+            log,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills the process at once (as a crash or eviction would).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// `/metrics`, `/readyz` or `/healthz`; the body, or why not.
+    pub async fn get(&self, path: &str) -> Result<String, String> {
+        let out = tokio::process::Command::new("curl")
+            .args([
+                "-sf",
+                &format!("http://127.0.0.1:{}{path}", self.metrics_port),
+            ])
+            .output()
+            .await
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(format!("{path} not served"))
+        }
+    }
+
+    /// Sum of a counter over all its label sets.
+    pub async fn counter(&self, name: &str) -> Result<f64, String> {
+        let text = self.get("/metrics").await?;
+        Ok(text
+            .lines()
+            .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum())
+    }
+}
+
+fn print_tail(log: &Path) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(60)..].join("\n");
+    let _ = writeln!(
+        std::io::stderr(),
+        "--- syncer log {} ---\n{tail}",
+        log.display()
+    );
+}
+
+impl Drop for SyncerProcess {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            print_tail(&self.log);
+        }
+    }
+}

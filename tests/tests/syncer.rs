@@ -1,0 +1,581 @@
+//! The syncer as a real process between the bed's virtual API server and a host namespace
+//! the operator prepared, authenticated as the operator-made ServiceAccount (so the
+//! operator's Role is all it has): tenant pods run on KWOK nodes under vCluster's names and
+//! report back Running; Services take the host ClusterIP; only used ConfigMaps and Secrets
+//! are copied; copies deleted by hand come back; objects deleted while the syncer is down
+//! are cleaned up on restart; pod security refusals leave the pod Pending with an event;
+//! names at the 63-character edge work.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Endpoints, Event, Pod, Secret, Service, ServiceAccount,
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, ListParams, PostParams},
+};
+use serde_json::{Value, json};
+use vnest_crds::{
+    meta::{
+        ANNOTATION_OBJECT_KIND, ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_NAMESPACE,
+        ANNOTATION_OBJECT_UID, LABEL_SYNCER_MANAGED_BY, LABEL_SYNCER_NAMESPACE,
+    },
+    translate::host_name,
+};
+use vnest_tests::{
+    OperatorProcess, SyncerProcess, TestNamespace, bed, crd,
+    fixtures::{create_virtual_cluster, free_port},
+    syncer::SyncerWiring,
+    wait,
+};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+const VC: &str = "vc";
+
+struct Setup {
+    host: Client,
+    virt: Client,
+    ns: TestNamespace,
+    vns: TestNamespace,
+    wiring: SyncerWiring,
+    _operator: OperatorProcess,
+}
+
+impl Setup {
+    /// The host name of virtual object `name` of this test's virtual namespace.
+    fn host_name(&self, name: &str) -> String {
+        host_name(name, &self.vns.name, VC)
+    }
+
+    fn host_api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.host.clone(), &self.ns.name)
+    }
+
+    fn virt_api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.virt.clone(), &self.vns.name)
+    }
+
+    fn start_syncer(&self) -> SyncerProcess {
+        SyncerProcess::start(&self.wiring, free_port())
+    }
+
+    async fn create<K>(&self, obj: Value) -> K
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+    {
+        let obj: K = serde_json::from_value(obj).expect("object JSON");
+        let api = self.virt_api::<K>();
+        // The virtual ServiceAccount admission refuses pods until `default` exists.
+        wait::until("virtual create", TIMEOUT, || async {
+            api.create(&PostParams::default(), &obj)
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await
+    }
+
+    async fn teardown(self) {
+        self.vns.delete(&self.virt).await;
+        self.ns.delete(&self.host).await;
+    }
+}
+
+/// A host namespace with a VirtualCluster the operator reconciled, the syncer's wiring from
+/// what the operator made, and a fresh virtual namespace.
+async fn setup(prefix: &str, spec: Value) -> Setup {
+    let host = bed().host().await;
+    crd::install(&host).await;
+    let ns = TestNamespace::create(&host, prefix).await;
+    let operator = OperatorProcess::start(bed(), &ns.name, "op", free_port());
+    create_virtual_cluster(&host, &ns.name, VC, spec).await;
+
+    let virt = bed().virtual_cluster().await;
+    let vns = TestNamespace::create(&virt, prefix).await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(virt.clone(), &vns.name);
+    wait::until("virtual default ServiceAccount", TIMEOUT, || async {
+        accounts.get("default").await.map_err(|e| e.to_string())
+    })
+    .await;
+    Setup {
+        wiring: SyncerWiring::from_operator(&host, &ns.name, VC, &vns.name).await,
+        host,
+        virt,
+        ns,
+        vns,
+        _operator: operator,
+    }
+}
+
+fn pod(name: &str, labels: Value, spec: Value) -> Value {
+    json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": name, "labels": labels }, "spec": spec })
+}
+
+fn app_spec(configmap: &str, secret: &str) -> Value {
+    json!({
+        "containers": [{
+            "name": "app", "image": "nginx",
+            "envFrom": [{ "configMapRef": { "name": configmap } }],
+            "volumeMounts": [{ "name": "creds", "mountPath": "/creds" }],
+        }],
+        "volumes": [{ "name": "creds", "secret": { "secretName": secret } }],
+    })
+}
+
+fn configmap(name: &str, value: &str) -> Value {
+    json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name }, "data": { "key": value } })
+}
+
+async fn present<K>(api: &Api<K>, name: impl AsRef<str>) -> Result<K, String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let name = name.as_ref();
+    api.get_opt(name)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{name} not found"))
+}
+
+async fn absent<K>(api: &Api<K>, name: impl AsRef<str>) -> Result<(), String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let name = name.as_ref();
+    match api.get_opt(name).await.map_err(|e| e.to_string())? {
+        None => Ok(()),
+        Some(_) => Err(format!("{name} still exists")),
+    }
+}
+
+fn phase(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref()?.phase.as_deref()
+}
+
+#[tokio::test]
+async fn tenant_workloads_run_on_the_host_and_report_back() {
+    let s = setup("sy-run", json!({})).await;
+    let _syncer = s.start_syncer();
+    let vns = s.vns.name.clone();
+
+    s.create::<ConfigMap>(configmap("settings", "1")).await;
+    s.create::<ConfigMap>(configmap("unused", "1")).await;
+    s.create::<Secret>(json!({ "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "creds" }, "stringData": { "password": "p" } })).await;
+    s.create::<Service>(json!({
+        "apiVersion": "v1", "kind": "Service", "metadata": { "name": "web" },
+        "spec": { "selector": { "app": "web" }, "ports": [{ "port": 80, "targetPort": 8080 }] },
+    }))
+    .await;
+    for (name, labels) in [
+        ("web-0", json!({ "app": "web" })),
+        // A forged marker must not pass through to the host.
+        (
+            "web-1",
+            json!({ "app": "web", LABEL_SYNCER_NAMESPACE: "forged" }),
+        ),
+    ] {
+        s.create::<Pod>(pod(name, labels, app_spec("settings", "creds")))
+            .await;
+    }
+
+    // Host pods under vCluster's names, annotations, labels and references, run by KWOK.
+    let host_pods: Api<Pod> = s.host_api();
+    let virt_pods: Api<Pod> = s.virt_api();
+    for name in ["web-0", "web-1"] {
+        let virt = virt_pods.get(name).await.unwrap();
+        let host = wait::until(&format!("host pod of {name} Running"), TIMEOUT, || async {
+            let p = present(&host_pods, s.host_name(name)).await?;
+            (phase(&p) == Some("Running"))
+                .then_some(p)
+                .ok_or("not Running".to_string())
+        })
+        .await;
+        let a = host.annotations();
+        assert_eq!(a[ANNOTATION_OBJECT_NAME], name);
+        assert_eq!(a[ANNOTATION_OBJECT_NAMESPACE], vns);
+        assert_eq!(a[ANNOTATION_OBJECT_KIND], "Pod");
+        assert_eq!(Some(&a[ANNOTATION_OBJECT_UID]), virt.uid().as_ref());
+        let l = host.labels();
+        assert_eq!(l["app"], "web");
+        assert_eq!(l[LABEL_SYNCER_MANAGED_BY], VC);
+        assert_eq!(l[LABEL_SYNCER_NAMESPACE], vns);
+        let spec = host.spec.clone().unwrap();
+        assert_eq!(spec.automount_service_account_token, Some(false));
+        let env_from = spec.containers[0].env_from.clone().unwrap();
+        assert_eq!(
+            env_from[0].config_map_ref.as_ref().unwrap().name,
+            s.host_name("settings")
+        );
+        let volumes = spec.volumes.unwrap();
+        let creds = volumes.iter().find(|v| v.name == "creds").unwrap();
+        assert_eq!(
+            creds.secret.as_ref().unwrap().secret_name,
+            Some(s.host_name("creds"))
+        );
+        assert!(spec.node_name.is_some(), "scheduled by the host");
+
+        // The virtual pod shows the host's status and is bound to the same node.
+        let host_ip = host.status.as_ref().and_then(|st| st.pod_ip.clone());
+        let virt = wait::until(
+            &format!("virtual {name} Running with an IP"),
+            TIMEOUT,
+            || async {
+                let p = virt_pods.get(name).await.map_err(|e| e.to_string())?;
+                let ip = p.status.as_ref().and_then(|st| st.pod_ip.clone());
+                if phase(&p) == Some("Running") && ip.is_some() {
+                    Ok(p)
+                } else {
+                    Err(format!("{:?}", p.status))
+                }
+            },
+        )
+        .await;
+        assert_eq!(virt.status.as_ref().unwrap().pod_ip, host_ip);
+        assert_eq!(virt.spec.unwrap().node_name, host.spec.unwrap().node_name);
+    }
+    let forged = host_pods.get(&s.host_name("web-1")).await.unwrap();
+    assert_eq!(forged.labels()[LABEL_SYNCER_NAMESPACE], vns);
+    assert!(
+        forged.labels().values().any(|v| v == "forged"),
+        "kept under a rewritten key"
+    );
+
+    // Only what a pod uses is copied.
+    let host_cms: Api<ConfigMap> = s.host_api();
+    let settings = wait::until("host settings", TIMEOUT, || {
+        present(&host_cms, s.host_name("settings"))
+    })
+    .await;
+    assert_eq!(settings.data.unwrap()["key"], "1");
+    let host_secrets: Api<Secret> = s.host_api();
+    wait::until("host creds", TIMEOUT, || {
+        present(&host_secrets, s.host_name("creds"))
+    })
+    .await;
+    assert!(absent(&host_cms, s.host_name("unused")).await.is_ok());
+
+    // The Service selects the host pods and the virtual Service takes the host ClusterIP.
+    let host_services: Api<Service> = s.host_api();
+    let host_svc = wait::until("host service", TIMEOUT, || {
+        present(&host_services, s.host_name("web"))
+    })
+    .await;
+    let host_ip = host_svc.spec.unwrap().cluster_ip.unwrap();
+    let virt_services: Api<Service> = s.virt_api();
+    wait::until(
+        "virtual service with the host ClusterIP",
+        TIMEOUT,
+        || async {
+            let v = virt_services.get("web").await.map_err(|e| e.to_string())?;
+            let ip = v.spec.and_then(|sp| sp.cluster_ip);
+            (ip.as_deref() == Some(host_ip.as_str()))
+                .then_some(())
+                .ok_or(format!("{ip:?} != {host_ip}"))
+        },
+    )
+    .await;
+    let host_endpoints: Api<Endpoints> = s.host_api();
+    wait::until("host endpoints of both pods", TIMEOUT, || async {
+        let ep = present(&host_endpoints, s.host_name("web")).await?;
+        let n: usize = ep
+            .subsets
+            .iter()
+            .flatten()
+            .map(|ss| ss.addresses.as_ref().map_or(0, Vec::len))
+            .sum();
+        (n == 2).then_some(()).ok_or(format!("{n} addresses"))
+    })
+    .await;
+
+    // The pod's token is a virtual service-account token the virtual API server accepts.
+    let token_secret = wait::until("token secret", TIMEOUT, || {
+        present(&host_secrets, format!("{}-sa-token", s.host_name("web-0")))
+    })
+    .await;
+    let token = String::from_utf8(token_secret.data.unwrap()["token"].0.clone()).unwrap();
+    let whoami = std::process::Command::new(bed().bin("kubectl"))
+        .args([
+            "--server",
+            bed().var("VNEST_VIRTUAL_SERVER"),
+            "--certificate-authority",
+        ])
+        .arg(bed().var("VNEST_TESTBED_CA"))
+        .args([
+            "--token",
+            &token,
+            "--kubeconfig",
+            "/dev/null",
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&whoami.stdout),
+        format!("system:serviceaccount:{vns}:default"),
+        "{}",
+        String::from_utf8_lossy(&whoami.stderr)
+    );
+
+    // A host copy deleted by hand comes back.
+    let before = host_cms.get(&s.host_name("settings")).await.unwrap().uid();
+    host_cms
+        .delete(&s.host_name("settings"), &DeleteParams::default())
+        .await
+        .unwrap();
+    wait::until("settings recreated", TIMEOUT, || async {
+        let cm = present(&host_cms, s.host_name("settings")).await?;
+        (cm.uid() != before)
+            .then_some(())
+            .ok_or("old copy".to_string())
+    })
+    .await;
+
+    // A host pod that ends takes its virtual pod with it (vCluster behaviour) ...
+    host_pods
+        .delete(&s.host_name("web-0"), &DeleteParams::default())
+        .await
+        .unwrap();
+    wait::until("virtual web-0 deleted", TIMEOUT, || {
+        absent(&virt_pods, "web-0")
+    })
+    .await;
+    // ... and a deleted virtual pod removes its host copy.
+    virt_pods
+        .delete("web-1", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait::until("host web-1 deleted", TIMEOUT, || {
+        absent(&host_pods, s.host_name("web-1"))
+    })
+    .await;
+    wait::until("virtual web-1 gone", TIMEOUT, || {
+        absent(&virt_pods, "web-1")
+    })
+    .await;
+    s.teardown().await;
+}
+
+#[tokio::test]
+async fn objects_changed_while_the_syncer_is_down_converge_on_restart() {
+    let s = setup("sy-restart", json!({})).await;
+    let mut syncer = s.start_syncer();
+    let cm_spec = |cm: &str| json!({ "containers": [{ "name": "app", "image": "nginx", "envFrom": [{ "configMapRef": { "name": cm } }] }] });
+    s.create::<ConfigMap>(configmap("conf", "old")).await;
+    s.create::<ConfigMap>(configmap("gone-cm", "x")).await;
+    s.create::<Pod>(pod("keeper", json!({}), cm_spec("conf")))
+        .await;
+    s.create::<Pod>(pod("gone", json!({}), cm_spec("gone-cm")))
+        .await;
+    let host_pods: Api<Pod> = s.host_api();
+    let host_cms: Api<ConfigMap> = s.host_api();
+    for name in ["keeper", "gone"] {
+        wait::until(&format!("host {name}"), TIMEOUT, || {
+            present(&host_pods, s.host_name(name))
+        })
+        .await;
+    }
+    let old_conf = wait::until("host conf", TIMEOUT, || {
+        present(&host_cms, s.host_name("conf"))
+    })
+    .await;
+    wait::until("host gone-cm", TIMEOUT, || {
+        present(&host_cms, s.host_name("gone-cm"))
+    })
+    .await;
+    wait::until("syncer ready", TIMEOUT, || syncer.get("/readyz")).await;
+    syncer.kill();
+
+    // While it is down: a pod and its ConfigMap go; another ConfigMap is replaced.
+    let virt_pods: Api<Pod> = s.virt_api();
+    let virt_cms: Api<ConfigMap> = s.virt_api();
+    virt_pods
+        .delete("gone", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    virt_cms
+        .delete("gone-cm", &DeleteParams::default())
+        .await
+        .unwrap();
+    virt_cms
+        .delete("conf", &DeleteParams::default())
+        .await
+        .unwrap();
+    let new_conf = s.create::<ConfigMap>(configmap("conf", "new")).await;
+
+    let _syncer = s.start_syncer();
+    wait::until("host gone removed", TIMEOUT, || {
+        absent(&host_pods, s.host_name("gone"))
+    })
+    .await;
+    wait::until("host gone-cm removed", TIMEOUT, || {
+        absent(&host_cms, s.host_name("gone-cm"))
+    })
+    .await;
+    let conf = wait::until("host conf replaced", TIMEOUT, || async {
+        let cm = present(&host_cms, s.host_name("conf")).await?;
+        (cm.annotations().get(ANNOTATION_OBJECT_UID) == new_conf.uid().as_ref())
+            .then_some(cm)
+            .ok_or("still the old copy".to_string())
+    })
+    .await;
+    assert_ne!(conf.uid(), old_conf.uid(), "replaced, not patched");
+    assert_eq!(conf.data.unwrap()["key"], "new");
+    // Exactly one host pod per virtual pod.
+    let lp = ListParams::default().labels(&format!("{LABEL_SYNCER_NAMESPACE}={}", s.vns.name));
+    let names: Vec<String> = host_pods
+        .list(&lp)
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    assert_eq!(names, vec![s.host_name("keeper")]);
+    s.teardown().await;
+}
+
+#[tokio::test]
+async fn a_syncer_killed_mid_burst_ends_with_one_host_pod_per_virtual_pod() {
+    const PODS: usize = 20;
+    let s = setup("sy-burst", json!({})).await;
+    let mut syncer = s.start_syncer();
+    let spec = json!({ "containers": [{ "name": "app", "image": "nginx" }] });
+    let names: Vec<String> = (0..PODS).map(|i| format!("burst-{i}")).collect();
+    let (first, second) = names.split_at(PODS / 2);
+    let create_all = |batch: &[String]| {
+        futures::future::join_all(
+            batch
+                .iter()
+                .map(|n| s.create::<Pod>(pod(n, json!({ "app": "burst" }), spec.clone()))),
+        )
+    };
+    create_all(first).await;
+    syncer.kill();
+    create_all(second).await;
+    let syncer = s.start_syncer();
+
+    let host_pods: Api<Pod> = s.host_api();
+    let virt_pods: Api<Pod> = s.virt_api();
+    let lp = ListParams::default().labels(&format!("{LABEL_SYNCER_NAMESPACE}={}", s.vns.name));
+    wait::until("every virtual pod Running", TIMEOUT, || async {
+        let list = virt_pods
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let running = list
+            .items
+            .iter()
+            .filter(|p| phase(p) == Some("Running"))
+            .count();
+        (running == PODS)
+            .then_some(())
+            .ok_or(format!("{running}/{PODS} Running"))
+    })
+    .await;
+    let virt = virt_pods.list(&ListParams::default()).await.unwrap().items;
+    let host = host_pods.list(&lp).await.unwrap().items;
+    assert_eq!(host.len(), PODS);
+    for v in &virt {
+        let copies: Vec<_> = host
+            .iter()
+            .filter(|h| h.annotations().get(ANNOTATION_OBJECT_UID) == v.uid().as_ref())
+            .collect();
+        assert_eq!(copies.len(), 1, "{}", v.name_any());
+        assert_eq!(copies[0].name_any(), s.host_name(&v.name_any()));
+    }
+
+    // Converged means quiet: no host writes while nothing changes.
+    let writes = "vnest_syncer_host_writes_total";
+    let before = syncer.counter(writes).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(syncer.counter(writes).await.unwrap(), before, "idle writes");
+    s.teardown().await;
+}
+
+#[tokio::test]
+async fn pod_security_refusals_and_names_at_the_63_character_edge() {
+    let s = setup(
+        "sy-edge",
+        json!({ "policies": { "podSecurityStandard": "baseline" } }),
+    )
+    .await;
+    let _syncer = s.start_syncer();
+    let plain = json!({ "containers": [{ "name": "app", "image": "nginx" }] });
+
+    // Refused: stays Pending, with a Warning event naming the field; no host pod.
+    s.create::<Pod>(pod(
+        "hostnet",
+        json!({}),
+        json!({ "hostNetwork": true, "containers": [{ "name": "app", "image": "nginx" }] }),
+    ))
+    .await;
+    let events: Api<Event> = s.virt_api();
+    let event = wait::until("PodSecurityViolation event", TIMEOUT, || async {
+        let list = events
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        list.items
+            .into_iter()
+            .find(|e| {
+                e.involved_object.name.as_deref() == Some("hostnet")
+                    && e.type_.as_deref() == Some("Warning")
+            })
+            .ok_or("no event yet".to_string())
+    })
+    .await;
+    assert_eq!(event.reason.as_deref(), Some("PodSecurityViolation"));
+    assert!(
+        event
+            .message
+            .clone()
+            .unwrap_or_default()
+            .contains("spec.hostNetwork"),
+        "{event:?}"
+    );
+
+    // Names whose host name is exactly 63 characters stay readable; one more gets hashed.
+    let room = 63 - format!("-x-{}-x-{VC}", s.vns.name).len();
+    let at_edge = format!("e{}", "a".repeat(room - 1));
+    let past_edge = format!("p{}", "a".repeat(room));
+    assert_eq!(
+        s.host_name(&at_edge),
+        format!("{at_edge}-x-{}-x-{VC}", s.vns.name)
+    );
+    assert_eq!(s.host_name(&past_edge).len(), 63);
+    for name in [&at_edge, &past_edge] {
+        s.create::<Pod>(pod(name, json!({}), plain.clone())).await;
+    }
+    let host_pods: Api<Pod> = s.host_api();
+    for name in [&at_edge, &past_edge] {
+        let host = wait::until(&format!("host pod of {name}"), TIMEOUT, || {
+            present(&host_pods, s.host_name(name))
+        })
+        .await;
+        assert_eq!(&host.annotations()[ANNOTATION_OBJECT_NAME], name);
+    }
+    assert_ne!(
+        s.host_name(&past_edge),
+        format!("{past_edge}-x-{}-x-{VC}", s.vns.name)
+    );
+
+    let virt_pods: Api<Pod> = s.virt_api();
+    let refused = virt_pods.get("hostnet").await.unwrap();
+    assert_eq!(phase(&refused), Some("Pending"));
+    assert_eq!(refused.spec.unwrap().node_name, None);
+    assert!(absent(&host_pods, s.host_name("hostnet")).await.is_ok());
+    s.teardown().await;
+}
