@@ -156,6 +156,31 @@ pub fn validate(spec: &VirtualClusterSpec) -> Result<(), Vec<FieldError>> {
         if let Err(err) = parse_timezone(&sleep.timezone) {
             c.fail("spec.sleepMode.timezone", err);
         }
+        if sleep
+            .after_inactivity
+            .as_ref()
+            .and_then(|d| d.to_std().ok())
+            .is_some_and(|d| d.is_zero())
+        {
+            c.fail(
+                "spec.sleepMode.afterInactivity",
+                "0 would sleep at once and forever; use paused: true for that",
+            );
+        }
+        if let (Some(sleep_at), Some(wake_at)) = (&sleep.sleep_schedule, &sleep.wake_schedule)
+            && sleep_at.split_whitespace().eq(wake_at.split_whitespace())
+        {
+            c.fail(
+                "spec.sleepMode.wakeSchedule",
+                "is the same as sleepSchedule; the virtual cluster would sleep and wake at the same moment",
+            );
+        }
+        if !sleep.auto_wakeup && sleep.wake_schedule.is_none() {
+            c.fail(
+                "spec.sleepMode",
+                "with autoWakeup false and no wakeSchedule the virtual cluster would never wake; set a wakeSchedule or autoWakeup: true",
+            );
+        }
     }
     if let Some(delete) = &spec.auto_delete {
         c.duration(
@@ -263,6 +288,22 @@ mod tests {
         let errs = errors("autoDelete: {afterCreation: 'soon'}");
         assert_eq!(errs.len(), 1);
         assert!(errs[0].starts_with("spec.autoDelete.afterCreation:"));
+    }
+
+    #[test]
+    fn sleep_modes_that_cannot_work_are_refused() {
+        assert_eq!(
+            errors("sleepMode: {afterInactivity: 0}"),
+            vec![
+                "spec.sleepMode.afterInactivity: 0 would sleep at once and forever; use paused: true for that"
+            ]
+        );
+        let same = errors("sleepMode: {sleepSchedule: '0 20 * * *', wakeSchedule: '0  20 * * *'}");
+        assert_eq!(same.len(), 1, "{same:?}");
+        assert!(same[0].starts_with("spec.sleepMode.wakeSchedule: is the same as sleepSchedule"));
+        let never = errors("sleepMode: {sleepSchedule: '0 20 * * *', autoWakeup: false}");
+        assert_eq!(never.len(), 1, "{never:?}");
+        assert!(never[0].starts_with("spec.sleepMode: with autoWakeup false"));
     }
 
     #[test]
