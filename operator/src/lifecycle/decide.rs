@@ -96,6 +96,26 @@ impl SleepReason {
     }
 }
 
+/// What ended a sleep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WakeReason {
+    Schedule,
+    Request,
+    Resumed,
+    SleepModeRemoved,
+}
+
+impl WakeReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WakeReason::Schedule => "Schedule",
+            WakeReason::Request => "Request",
+            WakeReason::Resumed => "Resumed",
+            WakeReason::SleepModeRemoved => "SleepModeRemoved",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeleteReason {
     AfterCreation,
@@ -158,6 +178,8 @@ pub struct Decision {
     /// When an asleep cluster will wake by schedule.
     pub next_wake: Option<DateTime<Utc>>,
     pub delete_at: Option<DateTime<Utc>>,
+    /// Why the cluster is awake again, when the recorded state was asleep.
+    pub woke_by: Option<WakeReason>,
 }
 
 impl Decision {
@@ -198,14 +220,16 @@ pub fn decide(policy: &Policy, facts: &Facts, now: DateTime<Utc>) -> Decision {
         }),
     );
     let delete_at = delete.map(|(at, _)| at);
-    let decision = |desired, next_sleep, next_wake| Decision {
+    let was_asleep = matches!(facts.previous, State::Asleep { .. });
+    let decision = |desired, next_sleep, next_wake, woke_by: Option<WakeReason>| Decision {
         desired,
         next_sleep,
         next_wake,
         delete_at,
+        woke_by: woke_by.filter(|_| was_asleep),
     };
     if let Some((at, reason)) = delete.filter(|(at, _)| *at <= now) {
-        return decision(Desired::Delete { reason, at }, None, None);
+        return decision(Desired::Delete { reason, at }, None, None, None);
     }
 
     let previous_pause = match facts.previous {
@@ -222,19 +246,25 @@ pub fn decide(policy: &Policy, facts: &Facts, now: DateTime<Utc>) -> Decision {
             reason: SleepReason::Paused,
             since,
         };
-        return decision(desired, None, None);
+        return decision(desired, None, None, None);
     }
     let Some(sleep) = &policy.sleep else {
-        let since = match facts.previous {
-            State::Awake { since } => since,
-            State::Asleep { .. } => now,
+        return match facts.previous {
+            State::Awake { since } => decision(Desired::Awake { since }, None, None, None),
+            State::Asleep { reason, .. } => {
+                let woke_by = if reason == SleepReason::Paused {
+                    WakeReason::Resumed
+                } else {
+                    WakeReason::SleepModeRemoved
+                };
+                decision(Desired::Awake { since: now }, None, None, Some(woke_by))
+            }
         };
-        return decision(Desired::Awake { since }, None, None);
     };
     // Unpausing wakes now; a pause is not replayed as a schedule sleep.
-    let mut state = match previous_pause {
-        Some(_) => State::Awake { since: now },
-        None => facts.previous,
+    let (mut state, mut woke_by) = match previous_pause {
+        Some(_) => (State::Awake { since: now }, Some(WakeReason::Resumed)),
+        None => (facts.previous, None),
     };
     for _ in 0..MAX_REPLAYED_TRANSITIONS {
         match state {
@@ -250,13 +280,17 @@ pub fn decide(policy: &Policy, facts: &Facts, now: DateTime<Utc>) -> Decision {
                 });
                 match earliest(by_schedule, by_inactivity) {
                     Some((at, reason)) if at <= now => {
+                        woke_by = None;
                         state = State::Asleep {
                             reason,
                             since: at,
                             enacted: None,
                         }
                     }
-                    next => return decision(Desired::Awake { since }, next.map(|n| n.0), None),
+                    next => {
+                        let next_sleep = next.map(|n| n.0);
+                        return decision(Desired::Awake { since }, next_sleep, None, woke_by);
+                    }
                 }
             }
             State::Asleep {
@@ -271,18 +305,26 @@ pub fn decide(policy: &Policy, facts: &Facts, now: DateTime<Utc>) -> Decision {
                 let by_request = facts
                     .last_activity
                     .filter(|a| sleep.auto_wakeup && enacted.is_some_and(|e| *a > e));
-                match earliest(by_request.map(|t| (t, ())), by_schedule.map(|t| (t, ()))) {
-                    Some((at, ())) if at <= now => state = State::Awake { since: at },
-                    _ => return decision(Desired::Asleep { reason, since }, None, by_schedule),
+                let by_request = by_request.map(|t| (t, WakeReason::Request));
+                match earliest(by_request, by_schedule.map(|t| (t, WakeReason::Schedule))) {
+                    Some((at, why)) if at <= now => {
+                        woke_by = Some(why);
+                        state = State::Awake { since: at };
+                    }
+                    _ => {
+                        let desired = Desired::Asleep { reason, since };
+                        return decision(desired, None, by_schedule, None);
+                    }
                 }
             }
         }
     }
-    let desired = match state {
-        State::Awake { since } => Desired::Awake { since },
-        State::Asleep { reason, since, .. } => Desired::Asleep { reason, since },
-    };
-    decision(desired, None, None)
+    match state {
+        State::Awake { since } => decision(Desired::Awake { since }, None, None, woke_by),
+        State::Asleep { reason, since, .. } => {
+            decision(Desired::Asleep { reason, since }, None, None, None)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -326,7 +368,7 @@ mod tests {
     fn without_lifecycle_settings_it_stays_awake_and_nothing_is_scheduled() {
         let d = decide(&policy("{}"), &fresh(), t("2027-06-01T00:00:00Z"));
         assert_eq!(d.desired, Desired::Awake { since: t(CREATED) });
-        assert_eq!(d.recheck_at(), None);
+        assert_eq!((d.recheck_at(), d.woke_by), (None, None));
     }
 
     #[test]
@@ -427,6 +469,7 @@ mod tests {
             }
         );
         assert_eq!(d.next_sleep, Some(t("2026-12-02T19:00:00Z")));
+        assert_eq!(d.woke_by, Some(WakeReason::Schedule));
     }
 
     /// Friday 20:00 to Monday 08:00: weekday schedules skip the weekend.
@@ -452,6 +495,8 @@ mod tests {
             }
         );
         assert_eq!(d.next_sleep, Some(t("2026-12-02T19:00:00Z")));
+        // It never slept as far as anyone saw, so no wake is counted.
+        assert_eq!(d.woke_by, None);
     }
 
     #[test]
@@ -471,6 +516,7 @@ mod tests {
                 since: t("2026-12-01T21:00:00Z")
             }
         );
+        assert_eq!(d.woke_by, Some(WakeReason::Request));
         let off = policy(
             "sleepMode: {sleepSchedule: '0 20 * * 1-5', wakeSchedule: '0 8 * * 1-5', timezone: Europe/Berlin, autoWakeup: false}",
         );
@@ -527,6 +573,7 @@ mod tests {
         let now = t("2026-12-03T10:00:00Z");
         let d = decide(&p, &facts, now);
         assert_eq!(d.desired, Desired::Awake { since: now });
+        assert_eq!(d.woke_by, Some(WakeReason::Resumed));
         assert_eq!(d.next_sleep, Some(t("2026-12-03T10:30:00Z")));
         // And without any sleep mode.
         assert_eq!(
@@ -543,10 +590,9 @@ mod tests {
             "2026-12-01T19:00:00Z",
         );
         let now = t("2026-12-01T21:00:00Z");
-        assert_eq!(
-            decide(&policy("{}"), &facts, now).desired,
-            Desired::Awake { since: now }
-        );
+        let d = decide(&policy("{}"), &facts, now);
+        assert_eq!(d.desired, Desired::Awake { since: now });
+        assert_eq!(d.woke_by, Some(WakeReason::SleepModeRemoved));
     }
 
     #[test]
