@@ -564,15 +564,24 @@ fn requeue_after(moment: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Duration 
         .map_or(resync, |d| d.min(resync))
 }
 
-/// Counts, logs and publishes a sleep or wake the decision made.
+/// Counts, logs and publishes a sleep or wake the decision made. What this process last
+/// reported wins over `previous`: a reconcile triggered by a child can run on a cached object
+/// older than the status just written.
 async fn report_transition(
     ctx: &Context,
     vc: &VirtualCluster,
     previous: State,
     decision: &Decision,
 ) {
-    match (previous, decision.desired) {
-        (State::Awake { .. }, Desired::Asleep { reason, since }) => {
+    let remembered = ctx
+        .phases
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&ObjectRef::from_obj(vc))
+        .map(|(_, sleeping)| sleeping.is_some());
+    let was_asleep = remembered.unwrap_or(matches!(previous, State::Asleep { .. }));
+    match (was_asleep, decision.desired) {
+        (false, Desired::Asleep { reason, since }) => {
             ctx.metrics
                 .sleeps
                 .with_label_values(&[reason.as_str()])
@@ -586,7 +595,7 @@ async fn report_transition(
             let note = format!("scaling to zero: {}", reason.as_str());
             ctx.event(vc, EventType::Normal, verb, "Sleep", note).await;
         }
-        (State::Asleep { .. }, Desired::Awake { .. }) => {
+        (true, Desired::Awake { .. }) => {
             let why = decision.woke_by.map_or("Unknown", |w| w.as_str());
             ctx.metrics.wakes.with_label_values(&[why]).inc();
             info!(reason = why, "waking up");
@@ -610,6 +619,10 @@ async fn auto_delete(
         DeleteReason::AfterCreation => "spec.autoDelete.afterCreation",
         DeleteReason::AfterInactivity => "spec.autoDelete.afterInactivity",
     };
+    // The cached object may predate a delete this operator already sent.
+    if !enact::still_live(&ctx.client, vc).await? {
+        return Ok(Action::await_change());
+    }
     let note = format!(
         "deleting the virtual cluster: {field} reached at {}",
         at.to_rfc3339()

@@ -36,6 +36,15 @@ pub async fn remove_tenant_pods(
     Ok(live)
 }
 
+/// Whether `vc` (this UID) still exists and is not being deleted, read from the API server.
+pub async fn still_live(client: &Client, vc: &VirtualCluster) -> Result<bool, kube::Error> {
+    let api: Api<VirtualCluster> =
+        Api::namespaced(client.clone(), &vc.namespace().unwrap_or_default());
+    let current = api.get_metadata_opt(&vc.name_any()).await?;
+    Ok(current
+        .is_some_and(|c| c.metadata.uid == vc.uid() && c.metadata.deletion_timestamp.is_none()))
+}
+
 /// Deletes `vc` itself, only if it is still the object the decision was about (same UID).
 pub async fn delete_virtual_cluster(
     client: &Client,
