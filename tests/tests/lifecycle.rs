@@ -239,6 +239,12 @@ async fn pausing_scales_to_zero_removes_tenant_pods_keeps_the_rest_and_resume_re
     )
     .await;
     assert_eq!(kept_uids(&client, n).await, before);
+    metric_line(
+        &operator,
+        "vnest_sleeping_virtual_clusters{reason=\"Paused\"} 1",
+    )
+    .await;
+    metric_line(&operator, "vnest_virtual_clusters{phase=\"Paused\"} 1").await;
     let ready = paused
         .status
         .unwrap()
@@ -265,6 +271,11 @@ async fn pausing_scales_to_zero_removes_tenant_pods_keeps_the_rest_and_resume_re
     assert_eq!(secret.data.unwrap()["password"].0, b"s3cret");
 
     metric_line(&operator, "vnest_sleeps_total{reason=\"Paused\"} 1").await;
+    let metrics = operator.metrics().await.unwrap();
+    assert!(
+        !metrics.contains("vnest_sleeping_virtual_clusters{"),
+        "still counted as sleeping:\n{metrics}"
+    );
     metric_line(&operator, "vnest_wakes_total{reason=\"Resumed\"} 1").await;
     let events = Api::<Event>::namespaced(client.clone(), n)
         .list(&ListParams::default())
