@@ -5,6 +5,7 @@
 //! Both the operator and the syncer depend on this crate, so every name they share is spelled
 //! once, here.
 
+pub mod activity;
 pub mod duration;
 pub mod meta;
 pub mod quantity;

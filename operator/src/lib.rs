@@ -6,6 +6,7 @@ pub mod children;
 pub mod desired;
 pub mod drift;
 pub mod leader;
+pub mod lifecycle;
 pub mod metrics;
 pub mod reconcile;
 pub mod settings;

@@ -26,6 +26,12 @@ pub struct Metrics {
     /// Create/update/delete requests the reconciler sent, by kind and verb.
     pub api_writes: IntCounterVec,
     pub virtual_clusters: IntGaugeVec,
+    /// VirtualClusters scaled to zero, by reason (`Paused`, `Schedule`, `Inactivity`).
+    pub sleeping: IntGaugeVec,
+    pub sleeps: IntCounterVec,
+    /// Wakes, by what ended the sleep (`Schedule`, `Request`, `Resumed`, `SleepModeRemoved`).
+    pub wakes: IntCounterVec,
+    pub auto_deletes: IntCounterVec,
 }
 
 impl Default for Metrics {
@@ -67,12 +73,33 @@ impl Default for Metrics {
             &["phase"],
         )
         .unwrap();
+        let sleeping = IntGaugeVec::new(
+            Opts::new(
+                "vnest_sleeping_virtual_clusters",
+                "VirtualClusters scaled to zero, by reason",
+            ),
+            &["reason"],
+        )
+        .unwrap();
+        let counter = |name: &str, help: &str| {
+            IntCounterVec::new(Opts::new(name, help), &["reason"]).unwrap()
+        };
+        let sleeps = counter("vnest_sleeps_total", "VirtualClusters put to sleep");
+        let wakes = counter("vnest_wakes_total", "VirtualClusters woken");
+        let auto_deletes = counter(
+            "vnest_auto_deletes_total",
+            "VirtualClusters deleted by spec.autoDelete",
+        );
         for collector in [
             Box::new(reconciles.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(reconcile_errors.clone()),
             Box::new(reconcile_duration.clone()),
             Box::new(api_writes.clone()),
             Box::new(virtual_clusters.clone()),
+            Box::new(sleeping.clone()),
+            Box::new(sleeps.clone()),
+            Box::new(wakes.clone()),
+            Box::new(auto_deletes.clone()),
         ] {
             registry.register(collector).unwrap();
         }
@@ -89,6 +116,10 @@ impl Default for Metrics {
             reconcile_duration,
             api_writes,
             virtual_clusters,
+            sleeping,
+            sleeps,
+            wakes,
+            auto_deletes,
         }
     }
 }
@@ -173,6 +204,10 @@ mod tests {
         m.write("StatefulSet", "apply");
         m.virtual_clusters.with_label_values(&["Running"]).set(3);
         m.reconcile_duration.observe(0.01);
+        m.sleeping.with_label_values(&["Schedule"]).set(2);
+        m.sleeps.with_label_values(&["Inactivity"]).inc();
+        m.wakes.with_label_values(&["Request"]).inc();
+        m.auto_deletes.with_label_values(&["AfterCreation"]).inc();
         let text = m.render();
         assert!(
             text.contains("vnest_reconcile_total{result=\"ok\"} 1"),
@@ -181,5 +216,9 @@ mod tests {
         assert!(text.contains("vnest_api_writes_total{kind=\"StatefulSet\",verb=\"apply\"} 1"));
         assert!(text.contains("vnest_virtual_clusters{phase=\"Running\"} 3"));
         assert!(text.contains("vnest_reconcile_duration_seconds_count 1"));
+        assert!(text.contains("vnest_sleeping_virtual_clusters{reason=\"Schedule\"} 2"));
+        assert!(text.contains("vnest_sleeps_total{reason=\"Inactivity\"} 1"));
+        assert!(text.contains("vnest_wakes_total{reason=\"Request\"} 1"));
+        assert!(text.contains("vnest_auto_deletes_total{reason=\"AfterCreation\"} 1"));
     }
 }

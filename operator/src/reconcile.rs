@@ -7,12 +7,16 @@ use std::{
     time::{Duration, Instant},
 };
 
+use chrono::{DateTime, Utc};
 use futures::{
     FutureExt, StreamExt,
     future::{BoxFuture, Shared},
 };
 use k8s_openapi::{
-    api::core::v1::{Namespace, ObjectReference, Secret},
+    api::{
+        coordination::v1::Lease,
+        core::v1::{Namespace, ObjectReference, Secret},
+    },
     apimachinery::pkg::apis::meta::v1::Time,
     jiff::Timestamp,
 };
@@ -31,12 +35,16 @@ use kube::{
 };
 use serde_json::json;
 use tracing::{Instrument, info, info_span, warn};
-use vnest_crds::{Phase, VirtualCluster, VirtualClusterStatus, meta};
+use vnest_crds::{Phase, VirtualCluster, VirtualClusterStatus, activity, meta};
 
 use crate::{
     certs::Certs,
     children::{self, Applied, ChildStores, FIELD_MANAGER},
     desired::{self, ChildKind, Input},
+    lifecycle::{
+        decide::{self, Decision, DeleteReason, Desired, Policy, SleepReason, State},
+        enact, facts,
+    },
     metrics::{Metrics, Readiness},
     settings::Settings,
     status::{self, Observed},
@@ -89,28 +97,48 @@ pub struct Context {
     recorder: Recorder,
     /// Consecutive failures per VirtualCluster, for backoff.
     failures: Mutex<HashMap<ObjectRef<VirtualCluster>, u32>>,
-    /// Last phase per VirtualCluster, for the by-phase gauge.
-    phases: Mutex<HashMap<ObjectRef<VirtualCluster>, Phase>>,
+    /// Last phase and sleep reason per VirtualCluster, for the by-phase and sleeping gauges.
+    phases: Mutex<HashMap<ObjectRef<VirtualCluster>, Reported>>,
+}
+
+/// What a VirtualCluster's status last said: its phase and, while asleep, why.
+type Reported = (Phase, Option<String>);
+
+/// Sets a gauge to the number of entries per label, clearing labels that have none.
+fn set_counts<'a>(gauge: &prometheus::IntGaugeVec, labels: impl Iterator<Item = &'a str>) {
+    let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
+    for label in labels {
+        *counts.entry(label).or_default() += 1;
+    }
+    gauge.reset();
+    for (label, n) in counts {
+        gauge.with_label_values(&[label]).set(n);
+    }
 }
 
 impl Context {
-    fn record_phase(&self, key: ObjectRef<VirtualCluster>, phase: Option<Phase>) {
+    /// Records the phase and sleep reason `status` reports, or forgets them when `None`.
+    fn record_phase(&self, key: ObjectRef<VirtualCluster>, status: Option<&VirtualClusterStatus>) {
         let mut phases = self.phases.lock().unwrap_or_else(|e| e.into_inner());
-        match phase {
-            Some(p) => phases.insert(key, p),
+        match status.and_then(|s| s.phase) {
+            Some(phase) => {
+                let sleeping = status
+                    .and_then(|s| s.conditions.iter().find(|c| c.type_ == status::SLEEPING))
+                    .filter(|c| c.status == "True")
+                    .map(|c| c.reason.clone());
+                phases.insert(key, (phase, sleeping))
+            }
             None => phases.remove(&key),
         };
-        let mut counts: BTreeMap<String, i64> = BTreeMap::new();
-        for p in phases.values() {
-            *counts.entry(format!("{p:?}")).or_default() += 1;
-        }
-        self.metrics.virtual_clusters.reset();
-        for (phase, n) in counts {
-            self.metrics
-                .virtual_clusters
-                .with_label_values(&[&phase])
-                .set(n);
-        }
+        let names: Vec<String> = phases.values().map(|(p, _)| format!("{p:?}")).collect();
+        set_counts(
+            &self.metrics.virtual_clusters,
+            names.iter().map(String::as_str),
+        );
+        set_counts(
+            &self.metrics.sleeping,
+            phases.values().filter_map(|(_, r)| r.as_deref()),
+        );
     }
 
     async fn event(
@@ -336,6 +364,7 @@ async fn apply_children(
     vc: &VirtualCluster,
     names: &vnest_crds::meta::ChildNames,
     observed: &mut Observed,
+    replicas: i32,
 ) -> Result<(), String> {
     let namespace = vc.namespace().unwrap_or_default();
     let name = vc.name_any();
@@ -352,7 +381,7 @@ async fn apply_children(
         spec,
         settings: &ctx.settings,
         certs: &certs,
-        replicas: 1,
+        replicas,
     };
     observed.endpoint = desired::endpoint(&input);
     let state = desired::desired_state(&input);
@@ -457,12 +486,51 @@ async fn apply_all(vc: &VirtualCluster, ctx: &Context) -> Result<Action, Error> 
             .unwrap_or_default();
         observed.statefulset = statefulset_replicas(ctx, &namespace, &names.statefulset);
         let new_status = status::compute(vc.status.as_ref(), &observed, Time(Timestamp::now()));
-        ctx.record_phase(ObjectRef::from_obj(vc), new_status.phase);
+        ctx.record_phase(ObjectRef::from_obj(vc), Some(&new_status));
         write_status(ctx, vc, new_status).await?;
         return Ok(Action::await_change());
     }
 
-    let apply_error = apply_children(ctx, vc, &names, &mut observed).await.err();
+    let now = facts::now();
+    let lease_activity = ctx
+        .stores
+        .get(
+            ChildKind::Lease,
+            Some(&namespace),
+            &activity::lease_name(&name),
+        )
+        .and_then(|o| serde_json::from_value::<Lease>(serde_json::to_value(o.as_ref()).ok()?).ok())
+        .and_then(|lease| activity::last_activity(&lease));
+    let facts = facts::facts(vc, lease_activity);
+    let policy = Policy::from_spec(spec).map_err(Error::Apply)?;
+    let decision = decide::decide(&policy, &facts, now);
+    if let Desired::Delete { reason, at } = decision.desired {
+        return auto_delete(ctx, vc, reason, at).await;
+    }
+    let asleep = matches!(decision.desired, Desired::Asleep { .. });
+    let replicas = if asleep { 0 } else { 1 };
+    let mut apply_error = apply_children(ctx, vc, &names, &mut observed, replicas)
+        .await
+        .err();
+    if apply_error.is_none() && asleep {
+        match enact::remove_tenant_pods(&ctx.client, &ctx.metrics, &namespace, &name).await {
+            Ok(0) => {}
+            Ok(n) => {
+                let note = format!(
+                    "deleted {n} tenant pod(s) while asleep; their volumes, Services and Secrets stay"
+                );
+                ctx.event(vc, EventType::Normal, "TenantPodsRemoved", "Sleep", note)
+                    .await;
+            }
+            Err(err) => apply_error = Some(format!("removing tenant pods: {err}")),
+        }
+    }
+    // Status tells only what was applied: a failed apply keeps the recorded lifecycle.
+    if apply_error.is_none() {
+        report_transition(ctx, vc, facts.previous, &decision).await;
+        observed.lifecycle = Some(decision);
+    }
+    observed.last_activity = facts.last_activity;
     if let Some(message) = &apply_error {
         let previous = vc.status.as_ref().and_then(|s| {
             s.conditions
@@ -483,14 +551,97 @@ async fn apply_all(vc: &VirtualCluster, ctx: &Context) -> Result<Action, Error> 
 
     observed.apply_error = apply_error.clone();
     observed.statefulset = statefulset_replicas(ctx, &namespace, &names.statefulset);
-    let new_status = status::compute(vc.status.as_ref(), &observed, Time(Timestamp::now()));
-    ctx.record_phase(ObjectRef::from_obj(vc), new_status.phase);
+    let new_status = status::compute(vc.status.as_ref(), &observed, facts::to_time(now));
+    ctx.record_phase(ObjectRef::from_obj(vc), Some(&new_status));
     write_status(ctx, vc, new_status).await?;
     match apply_error {
         // Retried with backoff by the error policy.
         Some(message) => Err(Error::Apply(message)),
-        None => Ok(Action::requeue(Duration::from_secs(600))),
+        None => Ok(Action::requeue(requeue_after(decision.recheck_at(), now))),
     }
+}
+
+/// Until the next lifecycle moment or the periodic resync, whichever comes first. `now` is
+/// truncated to the second, so this never wakes before the moment.
+fn requeue_after(moment: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Duration {
+    let resync = Duration::from_secs(600);
+    moment
+        .and_then(|m| (m - now).to_std().ok())
+        .map_or(resync, |d| d.min(resync))
+}
+
+/// Counts, logs and publishes a sleep or wake the decision made. What this process last
+/// reported wins over `previous`: a reconcile triggered by a child can run on a cached object
+/// older than the status just written.
+async fn report_transition(
+    ctx: &Context,
+    vc: &VirtualCluster,
+    previous: State,
+    decision: &Decision,
+) {
+    let remembered = ctx
+        .phases
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&ObjectRef::from_obj(vc))
+        .map(|(_, sleeping)| sleeping.is_some());
+    let was_asleep = remembered.unwrap_or(matches!(previous, State::Asleep { .. }));
+    match (was_asleep, decision.desired) {
+        (false, Desired::Asleep { reason, since }) => {
+            ctx.metrics
+                .sleeps
+                .with_label_values(&[reason.as_str()])
+                .inc();
+            info!(reason = reason.as_str(), since = %since, "going to sleep");
+            let verb = if reason == SleepReason::Paused {
+                "Paused"
+            } else {
+                "Sleeping"
+            };
+            let note = format!("scaling to zero: {}", reason.as_str());
+            ctx.event(vc, EventType::Normal, verb, "Sleep", note).await;
+        }
+        (true, Desired::Awake { .. }) => {
+            let why = decision.woke_by.map_or("Unknown", |w| w.as_str());
+            ctx.metrics.wakes.with_label_values(&[why]).inc();
+            info!(reason = why, "waking up");
+            let note = format!("scaling up: {why}");
+            ctx.event(vc, EventType::Normal, "Waking", "Wake", note)
+                .await;
+        }
+        _ => {}
+    }
+}
+
+/// Deletes a VirtualCluster whose auto-delete moment came: a Warning event and a log line
+/// with the reason first, then the delete (the finalizer cleans up as for any deletion).
+async fn auto_delete(
+    ctx: &Context,
+    vc: &VirtualCluster,
+    reason: DeleteReason,
+    at: DateTime<Utc>,
+) -> Result<Action, Error> {
+    let field = match reason {
+        DeleteReason::AfterCreation => "spec.autoDelete.afterCreation",
+        DeleteReason::AfterInactivity => "spec.autoDelete.afterInactivity",
+    };
+    // The cached object may predate a delete this operator already sent.
+    if !enact::still_live(&ctx.client, vc).await? {
+        return Ok(Action::await_change());
+    }
+    let note = format!(
+        "deleting the virtual cluster: {field} reached at {}",
+        at.to_rfc3339()
+    );
+    warn!(reason = reason.as_str(), delete_at = %at, "{note}");
+    ctx.event(vc, EventType::Warning, "AutoDelete", "Delete", note)
+        .await;
+    enact::delete_virtual_cluster(&ctx.client, &ctx.metrics, vc).await?;
+    ctx.metrics
+        .auto_deletes
+        .with_label_values(&[reason.as_str()])
+        .inc();
+    Ok(Action::await_change())
 }
 
 async fn cleanup(vc: &VirtualCluster, ctx: &Context) -> Result<Action, Error> {
@@ -699,6 +850,21 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requeue_is_at_the_next_moment_within_the_resync() {
+        let now: DateTime<Utc> = "2026-12-01T10:00:00Z".parse().unwrap();
+        let at = |s: &str| Some(s.parse().unwrap());
+        assert_eq!(
+            requeue_after(at("2026-12-01T10:00:07Z"), now),
+            Duration::from_secs(7)
+        );
+        assert_eq!(
+            requeue_after(at("2026-12-02T10:00:00Z"), now),
+            Duration::from_secs(600)
+        );
+        assert_eq!(requeue_after(None, now), Duration::from_secs(600));
+    }
 
     #[test]
     fn backoff_doubles_and_caps_at_five_minutes() {

@@ -1,12 +1,21 @@
 //! The status the operator reports: phase, conditions and what it applied, computed from what
 //! it observed. Pure, so every transition is unit-tested.
 
+use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use vnest_crds::{Phase, VirtualClusterStatus};
+
+use crate::lifecycle::{
+    decide::{Decision, Desired, SleepReason},
+    facts::to_time,
+};
 
 pub const READY: &str = "Ready";
 pub const CONTROL_PLANE_READY: &str = "ControlPlaneReady";
 pub const SPEC_VALID: &str = "SpecValid";
+/// True while scaled to zero, with the reason (`Paused`, `Schedule`, `Inactivity`); its
+/// transition time is when the operator enacted the change.
+pub const SLEEPING: &str = "Sleeping";
 
 /// What one reconcile found.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -22,6 +31,19 @@ pub struct Observed {
     pub distro: String,
     pub endpoint: String,
     pub kubeconfig_secret: String,
+    /// The lifecycle decision applied; `None` when nothing was decided (invalid spec,
+    /// deletion), which keeps what the status said.
+    pub lifecycle: Option<Decision>,
+    pub last_activity: Option<DateTime<Utc>>,
+}
+
+fn sleep_message(reason: SleepReason, since: DateTime<Utc>) -> String {
+    let why = match reason {
+        SleepReason::Paused => "spec.paused is true",
+        SleepReason::Schedule => "sleepSchedule fired",
+        SleepReason::Inactivity => "no tenant activity for sleepMode.afterInactivity",
+    };
+    format!("scaled to zero since {}: {why}", since.to_rfc3339())
 }
 
 fn condition(
@@ -62,6 +84,10 @@ pub fn compute(
 ) -> VirtualClusterStatus {
     let generation = observed.generation;
     let (created, ready) = observed.statefulset.unwrap_or((0, 0));
+    let asleep = match observed.lifecycle.map(|d| d.desired) {
+        Some(Desired::Asleep { reason, since }) => Some((reason, since)),
+        _ => None,
+    };
 
     let spec_valid = match &observed.spec_error {
         None => condition(
@@ -99,6 +125,15 @@ pub fn compute(
             generation,
             &now,
         )
+    } else if let Some((reason, since)) = asleep {
+        condition(
+            CONTROL_PLANE_READY,
+            false,
+            "Sleeping",
+            sleep_message(reason, since),
+            generation,
+            &now,
+        )
     } else if ready > 0 {
         condition(
             CONTROL_PLANE_READY,
@@ -131,6 +166,12 @@ pub fn compute(
         Phase::Terminating
     } else if observed.spec_error.is_some() || observed.apply_error.is_some() {
         Phase::Failed
+    } else if let Some((reason, _)) = asleep {
+        if reason == SleepReason::Paused {
+            Phase::Paused
+        } else {
+            Phase::Sleeping
+        }
     } else if ready > 0 {
         Phase::Running
     } else if created > 0 {
@@ -160,11 +201,41 @@ pub fn compute(
     let previous_conditions = previous
         .map(|p| p.conditions.as_slice())
         .unwrap_or_default();
-    let conditions = keep_transition_times(
-        previous_conditions,
-        vec![ready_condition, control_plane, spec_valid],
-    );
+    let sleeping = match (observed.lifecycle, asleep) {
+        (None, _) => previous_conditions
+            .iter()
+            .find(|c| c.type_ == SLEEPING)
+            .cloned(),
+        (Some(_), Some((reason, since))) => Some(condition(
+            SLEEPING,
+            true,
+            reason.as_str(),
+            sleep_message(reason, since),
+            generation,
+            &now,
+        )),
+        (Some(_), None) => Some(condition(
+            SLEEPING,
+            false,
+            "Awake",
+            "the control plane is scaled up".into(),
+            generation,
+            &now,
+        )),
+    };
+    let mut conditions = vec![ready_condition, control_plane, spec_valid];
+    conditions.extend(sleeping);
+    let conditions = keep_transition_times(previous_conditions, conditions);
     let mut status = previous.cloned().unwrap_or_default();
+    if let Some(decision) = observed.lifecycle {
+        status.sleeping_since = asleep.map(|(_, since)| to_time(since));
+        status.next_sleep_time = decision.next_sleep.map(to_time);
+        status.next_wake_time = decision.next_wake.map(to_time);
+        status.delete_at = decision.delete_at.map(to_time);
+    }
+    if let Some(activity) = observed.last_activity {
+        status.last_activity_time = Some(to_time(activity));
+    }
     status.phase = Some(phase);
     status.conditions = conditions;
     status.observed_generation = generation;
@@ -177,6 +248,7 @@ pub fn compute(
 
 #[cfg(test)]
 mod tests {
+    use crate::lifecycle::decide::{Decision, Desired, SleepReason};
     use k8s_openapi::jiff::Timestamp;
 
     use super::*;
@@ -263,5 +335,86 @@ mod tests {
         let third = compute(Some(&second), &broken, at(200));
         assert_eq!(cond(&third, READY).last_transition_time, at(200));
         assert_eq!(cond(&third, SPEC_VALID).last_transition_time, at(10));
+    }
+    fn decided(desired: Desired) -> Decision {
+        Decision {
+            desired,
+            next_sleep: None,
+            next_wake: Some("2026-12-02T07:00:00Z".parse().unwrap()),
+            delete_at: Some("2026-12-09T07:00:00Z".parse().unwrap()),
+            woke_by: None,
+        }
+    }
+
+    #[test]
+    fn sleeping_and_paused_have_their_phase_condition_and_times() {
+        let since = "2026-12-01T19:00:00Z".parse().unwrap();
+        let mut o = observed(Some((1, 1)));
+        o.lifecycle = Some(decided(Desired::Asleep {
+            reason: SleepReason::Schedule,
+            since,
+        }));
+        o.last_activity = Some("2026-12-01T18:00:00Z".parse().unwrap());
+        let status = compute(None, &o, at(100));
+        assert_eq!(status.phase, Some(Phase::Sleeping));
+        let sleeping = cond(&status, SLEEPING);
+        assert_eq!(
+            (sleeping.status.as_str(), sleeping.reason.as_str()),
+            ("True", "Schedule")
+        );
+        assert_eq!(sleeping.last_transition_time, at(100));
+        assert_eq!(cond(&status, READY).reason, "Sleeping");
+        assert_eq!(status.sleeping_since, Some(to_time(since)));
+        assert_eq!(status.next_wake_time, Some(at(1_796_194_800)));
+        assert_eq!(status.delete_at, Some(at(1_796_799_600)));
+        assert_eq!(status.last_activity_time, Some(at(1_796_148_000)));
+
+        o.lifecycle = Some(decided(Desired::Asleep {
+            reason: SleepReason::Paused,
+            since,
+        }));
+        let paused = compute(Some(&status), &o, at(200));
+        assert_eq!(paused.phase, Some(Phase::Paused));
+        assert_eq!(cond(&paused, SLEEPING).reason, "Paused");
+        // Still asleep: the enacted time stays.
+        assert_eq!(cond(&paused, SLEEPING).last_transition_time, at(100));
+    }
+
+    #[test]
+    fn waking_flips_the_condition_and_clears_sleeping_since() {
+        let mut o = observed(Some((1, 1)));
+        o.lifecycle = Some(decided(Desired::Asleep {
+            reason: SleepReason::Inactivity,
+            since: "2026-12-01T19:00:00Z".parse().unwrap(),
+        }));
+        let asleep = compute(None, &o, at(100));
+        o.lifecycle = Some(decided(Desired::Awake {
+            since: "2026-12-02T07:00:00Z".parse().unwrap(),
+        }));
+        let awake = compute(Some(&asleep), &o, at(300));
+        assert_eq!(awake.phase, Some(Phase::Running));
+        let sleeping = cond(&awake, SLEEPING);
+        assert_eq!(
+            (sleeping.status.as_str(), sleeping.reason.as_str()),
+            ("False", "Awake")
+        );
+        assert_eq!(sleeping.last_transition_time, at(300));
+        assert_eq!(awake.sleeping_since, None);
+    }
+
+    /// An invalid spec changes nothing: the cluster stays as it was, and says so.
+    #[test]
+    fn an_invalid_spec_keeps_the_sleep_it_had() {
+        let mut o = observed(Some((0, 0)));
+        o.lifecycle = Some(decided(Desired::Asleep {
+            reason: SleepReason::Paused,
+            since: "2026-12-01T19:00:00Z".parse().unwrap(),
+        }));
+        let asleep = compute(None, &o, at(100));
+        o.lifecycle = None;
+        o.spec_error = Some("spec.sleepMode.timezone: bad".into());
+        let invalid = compute(Some(&asleep), &o, at(200));
+        assert_eq!(cond(&invalid, SLEEPING), cond(&asleep, SLEEPING));
+        assert_eq!(invalid.sleeping_since, asleep.sleeping_since);
     }
 }

@@ -4,7 +4,13 @@
 
 use std::fmt;
 
+use chrono::{DateTime, Utc};
 use vnest_crds::{DurationSpec, QuantityMap, VirtualClusterSpec, quantity_value};
+
+use crate::lifecycle::schedule::parse_cron;
+
+/// Where the "never fires" check starts: a fixed moment, so validation is a pure function.
+const NEVER_FIRES_FROM: DateTime<Utc> = DateTime::from_timestamp_nanos(1_767_225_600_000_000_000);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FieldError {
@@ -17,22 +23,6 @@ impl fmt::Display for FieldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.field, self.message)
     }
-}
-
-/// A standard 5-field cron expression, parsed into the `cron` crate's schedule.
-pub fn parse_cron(expression: &str) -> Result<cron::Schedule, String> {
-    let fields: Vec<&str> = expression.split_whitespace().collect();
-    if fields.len() != 5 {
-        return Err(format!(
-            "{expression:?} has {} fields; use 5 (minute hour day-of-month month day-of-week)",
-            fields.len()
-        ));
-    }
-    // The cron crate counts seconds first; vnest schedules fire on the minute.
-    let with_seconds = format!("0 {}", fields.join(" "));
-    with_seconds
-        .parse()
-        .map_err(|err| format!("{expression:?} is not a valid cron expression: {err}"))
 }
 
 pub fn parse_timezone(name: &str) -> Result<chrono_tz::Tz, String> {
@@ -60,8 +50,18 @@ impl Checker {
     }
 
     fn cron(&mut self, field: &str, value: Option<&str>) {
-        if let Some(Err(err)) = value.map(parse_cron) {
-            self.fail(field, err);
+        let Some(expression) = value else { return };
+        match parse_cron(expression) {
+            Err(err) => self.fail(field, err),
+            // Any date that exists fires within eight years (29 February does).
+            Ok(cron)
+                if cron
+                    .next_after(NEVER_FIRES_FROM, chrono_tz::Tz::UTC)
+                    .is_none() =>
+            {
+                self.fail(field, format!("{expression:?} never fires (no such date)"))
+            }
+            Ok(_) => {}
         }
     }
 
@@ -155,6 +155,31 @@ pub fn validate(spec: &VirtualClusterSpec) -> Result<(), Vec<FieldError>> {
         );
         if let Err(err) = parse_timezone(&sleep.timezone) {
             c.fail("spec.sleepMode.timezone", err);
+        }
+        if sleep
+            .after_inactivity
+            .as_ref()
+            .and_then(|d| d.to_std().ok())
+            .is_some_and(|d| d.is_zero())
+        {
+            c.fail(
+                "spec.sleepMode.afterInactivity",
+                "0 would sleep at once and forever; use paused: true for that",
+            );
+        }
+        if let (Some(sleep_at), Some(wake_at)) = (&sleep.sleep_schedule, &sleep.wake_schedule)
+            && sleep_at.split_whitespace().eq(wake_at.split_whitespace())
+        {
+            c.fail(
+                "spec.sleepMode.wakeSchedule",
+                "is the same as sleepSchedule; the virtual cluster would sleep and wake at the same moment",
+            );
+        }
+        if !sleep.auto_wakeup && sleep.wake_schedule.is_none() {
+            c.fail(
+                "spec.sleepMode",
+                "with autoWakeup false and no wakeSchedule the virtual cluster would never wake; set a wakeSchedule or autoWakeup: true",
+            );
         }
     }
     if let Some(delete) = &spec.auto_delete {
@@ -266,8 +291,28 @@ mod tests {
     }
 
     #[test]
-    fn cron_parses_standard_expressions() {
-        assert!(parse_cron("0 20 * * 1-5").is_ok());
-        assert!(parse_cron("*/15 * * * *").is_ok());
+    fn sleep_modes_that_cannot_work_are_refused() {
+        assert_eq!(
+            errors("sleepMode: {afterInactivity: 0}"),
+            vec![
+                "spec.sleepMode.afterInactivity: 0 would sleep at once and forever; use paused: true for that"
+            ]
+        );
+        let same = errors("sleepMode: {sleepSchedule: '0 20 * * *', wakeSchedule: '0  20 * * *'}");
+        assert_eq!(same.len(), 1, "{same:?}");
+        assert!(same[0].starts_with("spec.sleepMode.wakeSchedule: is the same as sleepSchedule"));
+        let never = errors("sleepMode: {sleepSchedule: '0 20 * * *', autoWakeup: false}");
+        assert_eq!(never.len(), 1, "{never:?}");
+        assert!(never[0].starts_with("spec.sleepMode: with autoWakeup false"));
+    }
+
+    #[test]
+    fn a_date_that_never_comes_is_refused() {
+        let errs = errors("sleepMode: {sleepSchedule: '0 0 30 2 *'}");
+        assert_eq!(
+            errs,
+            vec!["spec.sleepMode.sleepSchedule: \"0 0 30 2 *\" never fires (no such date)"]
+        );
+        assert_eq!(errors("sleepMode: {sleepSchedule: '0 0 29 2 *'}").len(), 0);
     }
 }

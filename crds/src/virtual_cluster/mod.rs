@@ -47,6 +47,12 @@ use serde::{Deserialize, Serialize};
         priority = "1"
     ),
     printcolumn(
+        name = "Last-Activity",
+        type_ = "date",
+        json_path = ".status.lastActivityTime",
+        priority = "1"
+    ),
+    printcolumn(
         name = "Sleeping-Since",
         type_ = "date",
         json_path = ".status.sleepingSince",

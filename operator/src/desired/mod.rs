@@ -1,6 +1,7 @@
 //! Desired state: pure functions from a VirtualCluster (plus operator settings and its PKI)
 //! to the host objects that should exist, and those that should not.
 
+mod activity;
 mod network;
 mod policies;
 mod rbac;
@@ -12,6 +13,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::{
     api::{
         apps::v1::StatefulSet,
+        coordination::v1::Lease,
         core::v1::{LimitRange, ResourceQuota, Secret, Service, ServiceAccount},
         networking::v1::NetworkPolicy,
         rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
@@ -44,10 +46,11 @@ pub enum ChildKind {
     ResourceQuota,
     LimitRange,
     NetworkPolicy,
+    Lease,
 }
 
 impl ChildKind {
-    pub const ALL: [ChildKind; 11] = [
+    pub const ALL: [ChildKind; 12] = [
         ChildKind::ServiceAccount,
         ChildKind::Role,
         ChildKind::RoleBinding,
@@ -59,6 +62,7 @@ impl ChildKind {
         ChildKind::ResourceQuota,
         ChildKind::LimitRange,
         ChildKind::NetworkPolicy,
+        ChildKind::Lease,
     ];
 
     pub fn api_resource(self) -> ApiResource {
@@ -74,6 +78,7 @@ impl ChildKind {
             ChildKind::ResourceQuota => ApiResource::erase::<ResourceQuota>(&()),
             ChildKind::LimitRange => ApiResource::erase::<LimitRange>(&()),
             ChildKind::NetworkPolicy => ApiResource::erase::<NetworkPolicy>(&()),
+            ChildKind::Lease => ApiResource::erase::<Lease>(&()),
         }
     }
 
@@ -204,6 +209,7 @@ pub fn desired_state(input: &Input) -> DesiredState {
     children.push(secrets::kubeconfig(input, &names));
     children.extend(network::services(input, &names));
     children.push(workload::statefulset(input, &names));
+    children.push(activity::lease(input));
 
     let optional = [
         (
@@ -303,6 +309,7 @@ mod tests {
                 (ChildKind::Service, "team-alpha"),
                 (ChildKind::Service, "team-alpha-headless"),
                 (ChildKind::StatefulSet, "team-alpha"),
+                (ChildKind::Lease, "team-alpha-activity"),
             ]
         );
         assert!(

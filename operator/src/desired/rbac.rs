@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use serde_json::json;
-use vnest_crds::{CustomResources, ResourceScope, meta::ChildNames};
+use vnest_crds::{CustomResources, ResourceScope, activity, meta::ChildNames};
 
 use super::{Child, ChildKind, Input};
 
@@ -55,7 +55,18 @@ pub fn role_rules(input: &Input) -> Vec<PolicyRule> {
     } else {
         &["create", "patch"]
     };
-    let mut rules = vec![rule("", &["events"], event_verbs)];
+    let mut rules = vec![
+        rule("", &["events"], event_verbs),
+        // Recording tenant activity (vnest_crds::activity); the operator creates the Lease.
+        PolicyRule {
+            resource_names: Some(vec![activity::lease_name(input.name)]),
+            ..rule(
+                "coordination.k8s.io",
+                &["leases"],
+                &["get", "patch", "update"],
+            )
+        },
+    ];
     if to_host.pods.enabled {
         rules.push(rule("", &["pods"], WRITE));
         rules.push(rule(
@@ -241,6 +252,25 @@ mod tests {
             "create"
         ));
         assert!(!grants(&rules, "policy", "poddisruptionbudgets", "create"));
+    }
+
+    /// The syncer may renew its own activity Lease and nothing else of coordination.k8s.io.
+    #[test]
+    fn role_lets_the_syncer_renew_only_its_activity_lease() {
+        let spec = spec_from_yaml("{}");
+        let rules = role_rules(&input(&spec));
+        let lease_rules: Vec<_> = rules
+            .iter()
+            .filter(|r| r.api_groups.as_deref() == Some(&["coordination.k8s.io".to_string()]))
+            .collect();
+        assert_eq!(lease_rules.len(), 1);
+        assert_eq!(
+            lease_rules[0].resource_names.as_deref(),
+            Some(&["team-alpha-activity".to_string()][..])
+        );
+        assert!(grants(&rules, "coordination.k8s.io", "leases", "patch"));
+        assert!(!grants(&rules, "coordination.k8s.io", "leases", "create"));
+        assert!(!grants(&rules, "coordination.k8s.io", "leases", "delete"));
     }
 
     #[test]

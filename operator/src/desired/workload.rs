@@ -296,6 +296,20 @@ mod tests {
         assert_eq!(labels["release"], "team-alpha");
     }
 
+    /// Sleeping scales to zero and keeps the data claim: waking finds the same volume.
+    #[test]
+    fn asleep_means_zero_replicas_and_the_claim_retained() {
+        let spec = spec_from_yaml("{paused: true}");
+        let mut asleep = input(&spec);
+        asleep.replicas = 0;
+        let sts = statefulset(&asleep, &asleep.names()).object;
+        assert_eq!(sts["spec"]["replicas"], 0);
+        assert_eq!(
+            sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenScaled"],
+            "Retain"
+        );
+    }
+
     #[test]
     fn seed_production_settings_are_carried_over() {
         let sts = sts(r#"
