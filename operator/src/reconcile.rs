@@ -35,7 +35,10 @@ use kube::{
 };
 use serde_json::json;
 use tracing::{Instrument, info, info_span, warn};
-use vnest_crds::{Phase, VirtualCluster, VirtualClusterStatus, activity, meta};
+use vnest_crds::{
+    Phase, RenderedTemplate, VirtualCluster, VirtualClusterStatus, VirtualClusterTemplate,
+    activity, meta,
+};
 
 use crate::{
     certs::Certs,
@@ -48,7 +51,7 @@ use crate::{
     metrics::{Metrics, Readiness},
     settings::Settings,
     status::{self, Observed},
-    validate,
+    template, validate,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +94,7 @@ pub struct Context {
     pub metrics: Metrics,
     stores: ChildStores,
     namespaces: Store<PartialObjectMeta<Namespace>>,
+    templates: Store<VirtualClusterTemplate>,
     /// Resolves once every cache has finished its first list. Shared, because a store's own
     /// `wait_until_ready` wakes only the last of several concurrent waiters.
     caches_ready: Shared<BoxFuture<'static, ()>>,
@@ -448,7 +452,43 @@ async fn apply_children(
     apply_error.map_or(Ok(()), Err)
 }
 
-async fn apply_all(vc: &VirtualCluster, ctx: &Context) -> Result<Action, Error> {
+/// `vc` with the spec its template renders under its own fields, and which template version
+/// that was; `Ok(None)` when it names no template.
+fn with_template(
+    ctx: &Context,
+    vc: &VirtualCluster,
+) -> Result<Option<(VirtualCluster, RenderedTemplate)>, String> {
+    let Some(reference) = &vc.spec.template else {
+        return Ok(None);
+    };
+    let template = ctx
+        .templates
+        .get(&ObjectRef::new(&reference.name))
+        .ok_or_else(|| {
+            format!(
+                "spec.template.name: VirtualClusterTemplate {:?} does not exist; create it or name \
+                 one of `kubectl get virtualclustertemplates`",
+                reference.name
+            )
+        })?;
+    let namespace = vc.namespace().unwrap_or_default();
+    let rendered = template::render(&template, &vc.name_any(), &namespace, &reference.parameters)?;
+    let mut effective = vc.clone();
+    effective.spec = template::effective_spec(vc, rendered)?;
+    let from = RenderedTemplate {
+        name: reference.name.clone(),
+        generation: template.metadata.generation.unwrap_or_default(),
+    };
+    Ok(Some((effective, from)))
+}
+
+async fn apply_all(original: &VirtualCluster, ctx: &Context) -> Result<Action, Error> {
+    let templated = with_template(ctx, original);
+    let (vc, template_error, rendered_from) = match &templated {
+        Ok(Some((effective, from))) => (effective, None, Some(from.clone())),
+        Ok(None) => (original, None, None),
+        Err(message) => (original, Some(message.clone()), None),
+    };
     let namespace = vc.namespace().unwrap_or_default();
     let name = vc.name_any();
     let spec = &vc.spec;
@@ -464,12 +504,17 @@ async fn apply_all(vc: &VirtualCluster, ctx: &Context) -> Result<Action, Error> 
         ..Default::default()
     };
 
-    if let Err(errors) = validate::validate(spec) {
-        let message = errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ");
+    let template_failed = template_error.is_some();
+    let spec_error = template_error.or_else(|| {
+        validate::validate(spec).err().map(|errors| {
+            errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+    });
+    if let Some(message) = spec_error {
         observed.spec_error = Some(message.clone());
         let previous = vc
             .status
@@ -485,7 +530,11 @@ async fn apply_all(vc: &VirtualCluster, ctx: &Context) -> Result<Action, Error> 
             .and_then(|s| s.endpoint.clone())
             .unwrap_or_default();
         observed.statefulset = statefulset_replicas(ctx, &namespace, &names.statefulset);
-        let new_status = status::compute(vc.status.as_ref(), &observed, Time(Timestamp::now()));
+        let mut new_status = status::compute(vc.status.as_ref(), &observed, Time(Timestamp::now()));
+        // A template that cannot be used leaves the version last rendered on record.
+        if !template_failed {
+            new_status.template = rendered_from.clone();
+        }
         ctx.record_phase(ObjectRef::from_obj(vc), Some(&new_status));
         write_status(ctx, vc, new_status).await?;
         return Ok(Action::await_change());
@@ -551,7 +600,8 @@ async fn apply_all(vc: &VirtualCluster, ctx: &Context) -> Result<Action, Error> 
 
     observed.apply_error = apply_error.clone();
     observed.statefulset = statefulset_replicas(ctx, &namespace, &names.statefulset);
-    let new_status = status::compute(vc.status.as_ref(), &observed, facts::to_time(now));
+    let mut new_status = status::compute(vc.status.as_ref(), &observed, facts::to_time(now));
+    new_status.template = rendered_from;
     ctx.record_phase(ObjectRef::from_obj(vc), Some(&new_status));
     write_status(ctx, vc, new_status).await?;
     match apply_error {
@@ -778,6 +828,15 @@ pub async fn run(
         .modify(|o| o.managed_fields_mut().clear())
         .reflect(ns_writer),
     );
+    let template_writer = reflector::store::Writer::<VirtualClusterTemplate>::default();
+    let templates = template_writer.as_reader();
+    let template_changes = watcher(
+        Api::<VirtualClusterTemplate>::all(client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .default_backoff()
+    .reflect(template_writer)
+    .applied_objects();
     let recorder = Recorder::new(
         client.clone(),
         kube::runtime::events::Reporter {
@@ -788,9 +847,11 @@ pub async fn run(
     let caches_ready = {
         let stores = stores.clone();
         let namespaces = namespaces.clone();
+        let templates = templates.clone();
         async move {
             stores.wait_until_ready().await;
             let _ = namespaces.wait_until_ready().await;
+            let _ = templates.wait_until_ready().await;
         }
     }
     .boxed()
@@ -801,6 +862,7 @@ pub async fn run(
         metrics,
         stores: stores.clone(),
         namespaces: namespaces.clone(),
+        templates,
         caches_ready: caches_ready.clone(),
         recorder,
         failures: Mutex::default(),
@@ -811,6 +873,17 @@ pub async fn run(
         None => Api::all(client.clone()),
     };
     let mut controller = Controller::new(vcs, watcher::Config::default().any_semantic());
+    // A changed template rolls forward to every VirtualCluster rendered from it.
+    let virtual_clusters = controller.store();
+    controller = controller.watches_stream(template_changes, move |template| {
+        let name = template.name_any();
+        virtual_clusters
+            .state()
+            .into_iter()
+            .filter(|vc| vc.spec.template.as_ref().is_some_and(|t| t.name == name))
+            .map(|vc| ObjectRef::from_obj(vc.as_ref()))
+            .collect::<Vec<_>>()
+    });
     for (kind, stream) in streams {
         let ar = kind.api_resource();
         if kind.is_cluster_scoped() {

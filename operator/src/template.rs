@@ -1,11 +1,14 @@
 //! VirtualClusterTemplates: checking a VirtualCluster's parameter values against the
-//! template's declarations, rendering the template body, and laying the fields the user set
-//! on the VirtualCluster over the rendered spec (the user's fields win).
+//! template's declarations, rendering the template body, and laying the VirtualCluster's own
+//! fields over the rendered spec (its fields win, except values equal to a schema default,
+//! which the API server stores whether or not anyone wrote them).
 
 use std::collections::BTreeMap;
 
 use handlebars::Handlebars;
-use kube::ResourceExt;
+use std::sync::LazyLock;
+
+use kube::{CustomResourceExt, ResourceExt};
 use serde_json::{Map, Value};
 use vnest_crds::{VirtualCluster, VirtualClusterSpec, VirtualClusterTemplate};
 
@@ -78,39 +81,55 @@ pub fn render(
     }
 }
 
-/// The parts of `vc.spec` some client set (from its managed fields), leaving out what the
-/// API server filled in from schema defaults: those must not hide the template's values.
-pub fn user_fields(vc: &VirtualCluster) -> Value {
-    let spec = serde_json::to_value(&vc.spec).unwrap_or(Value::Null);
-    let mut picked = Value::Object(Map::new());
-    for entry in vc.managed_fields() {
-        if let Some(fields) = entry.fields_v1.as_ref().and_then(|f| f.0.get("f:spec")) {
-            merge_over(&mut picked, pick(&spec, fields));
-        }
-    }
-    picked
+/// The schema of `VirtualCluster.spec`, with the defaults the API server fills in.
+fn spec_schema() -> &'static Value {
+    static SCHEMA: LazyLock<Value> = LazyLock::new(|| {
+        let crd = VirtualCluster::crd();
+        let schema = crd.spec.versions[0]
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref());
+        serde_json::to_value(schema).unwrap_or_default()["properties"]["spec"].clone()
+    });
+    &SCHEMA
 }
 
-/// The fields of `value` that `fields` (a managedFields `fieldsV1` tree) names.
-fn pick(value: &Value, fields: &Value) -> Value {
-    let (Value::Object(object), Value::Object(tree)) = (value, fields) else {
-        return value.clone();
-    };
-    let children: Vec<(&String, &Value)> = tree
-        .iter()
-        .filter_map(|(k, v)| Some((k.strip_prefix("f:")?, v)))
-        .filter_map(|(k, v)| object.get_key_value(k).map(|(key, _)| (key, v)))
-        .collect();
-    if children.is_empty() {
-        // A field set as a whole (a scalar, a list, or an empty map).
-        return value.clone();
+/// The parts of `vc.spec` that say something: the API server stores every schema default in
+/// the object, and a value equal to its default cannot be told from one left unset, so only
+/// values that differ from their defaults override the template.
+pub fn user_fields(vc: &VirtualCluster) -> Value {
+    let spec = serde_json::to_value(&vc.spec).unwrap_or(Value::Null);
+    non_default(&spec, spec_schema()).unwrap_or_else(|| Value::Object(Map::new()))
+}
+
+/// `value` without what `schema` would have defaulted it to; `None` when nothing is left.
+fn non_default(value: &Value, schema: &Value) -> Option<Value> {
+    if schema.get("default") == Some(value) {
+        return None;
     }
-    Value::Object(
-        children
-            .into_iter()
-            .map(|(key, sub)| (key.clone(), pick(&object[key], sub)))
-            .collect(),
-    )
+    let Value::Object(object) = value else {
+        return Some(value.clone());
+    };
+    let properties = schema.get("properties");
+    let entries = schema.get("additionalProperties").filter(|a| a.is_object());
+    if properties.is_none() && entries.is_none() {
+        // An object the schema does not describe: it is all the user's.
+        return Some(value.clone());
+    }
+    let defaults = schema.get("default").and_then(Value::as_object);
+    let kept: Map<String, Value> = object
+        .iter()
+        .filter(|(key, v)| defaults.and_then(|d| d.get(*key)) != Some(*v))
+        .filter_map(|(key, v)| {
+            let sub = properties.and_then(|p| p.get(key)).or(entries);
+            let kept = match sub {
+                Some(sub) => non_default(v, sub)?,
+                None => v.clone(),
+            };
+            Some((key.clone(), kept))
+        })
+        .collect();
+    (!kept.is_empty()).then_some(Value::Object(kept))
 }
 
 /// Lays `over` onto `base`: maps merge key by key, anything else in `over` replaces.
@@ -245,38 +264,26 @@ mod tests {
         );
     }
 
-    fn vc_with(spec: Value, managed_spec_fields: Value) -> VirtualCluster {
+    /// A VirtualCluster as the API server stores it: `spec` over every schema default.
+    fn stored(spec: Value) -> VirtualCluster {
+        let mut full = serde_json::to_value(VirtualClusterSpec::default()).unwrap();
+        merge_over(&mut full, spec);
         serde_json::from_value(json!({
             "apiVersion": "vnest.dev/v1alpha1", "kind": "VirtualCluster",
-            "metadata": { "name": "dev", "namespace": "team-a", "managedFields": [
-                { "manager": "kubectl", "operation": "Apply", "fieldsType": "FieldsV1",
-                  "fieldsV1": { "f:spec": managed_spec_fields } },
-                { "manager": "vnest-operator", "operation": "Update", "subresource": "status",
-                  "fieldsType": "FieldsV1", "fieldsV1": { "f:status": { "f:phase": {} } } },
-            ] },
-            "spec": spec,
+            "metadata": { "name": "dev", "namespace": "team-a" },
+            "spec": full,
         }))
         .unwrap()
     }
 
     #[test]
-    fn user_fields_leave_out_server_defaults() {
-        // The API server defaulted paused=false and policies.limitRange; the user set only the
-        // template and the quota's pods.
-        let vc = vc_with(
-            json!({
-                "template": { "name": "small", "parameters": { "team": "a" } },
-                "paused": false,
-                "policies": { "limitRange": { "enabled": false }, "resourceQuota": { "enabled": true, "quota": { "pods": "5" } } },
-            }),
-            json!({
-                "f:template": { "f:name": {}, "f:parameters": { "f:team": {} } },
-                "f:policies": { "f:resourceQuota": { "f:quota": { "f:pods": {} } } },
-            }),
-        );
-        let fields = user_fields(&vc);
+    fn defaults_are_not_user_fields() {
+        let vc = stored(json!({
+            "template": { "name": "small", "parameters": { "team": "a" } },
+            "policies": { "resourceQuota": { "quota": { "pods": "5" } } },
+        }));
         assert_eq!(
-            fields,
+            user_fields(&vc),
             json!({
                 "template": { "name": "small", "parameters": { "team": "a" } },
                 "policies": { "resourceQuota": { "quota": { "pods": "5" } } },
@@ -285,17 +292,28 @@ mod tests {
     }
 
     #[test]
-    fn the_users_fields_win_over_the_template_and_defaults_fill_the_rest() {
-        let vc = vc_with(
-            json!({
-                "template": { "name": "small", "parameters": { "team": "a" } },
-                "policies": { "resourceQuota": { "enabled": true, "quota": { "pods": "5" } } },
-            }),
-            json!({
-                "f:template": { "f:name": {}, "f:parameters": { "f:team": {} } },
-                "f:policies": { "f:resourceQuota": { "f:quota": { "f:pods": {} } } },
-            }),
+    fn an_untouched_virtual_cluster_has_no_user_fields() {
+        assert_eq!(user_fields(&stored(json!({}))), json!({}));
+    }
+
+    #[test]
+    fn nested_defaults_inside_a_user_object_are_left_to_the_template() {
+        // The server fills sleepMode.timezone=UTC and autoWakeup=true into the user's object.
+        let vc = stored(json!({
+            "sleepMode": { "afterInactivity": "30m", "timezone": "UTC", "autoWakeup": true },
+        }));
+        assert_eq!(
+            user_fields(&vc),
+            json!({ "sleepMode": { "afterInactivity": "30m" } })
         );
+    }
+
+    #[test]
+    fn the_users_fields_win_over_the_template_and_defaults_fill_the_rest() {
+        let vc = stored(json!({
+            "template": { "name": "small", "parameters": { "team": "a" } },
+            "policies": { "resourceQuota": { "quota": { "pods": "5" } } },
+        }));
         let rendered = render(&small(), "dev", "team-a", &values(&[("team", "a")])).unwrap();
         let spec = effective_spec(&vc, rendered).unwrap();
         let quota = &spec.policies.resource_quota;
@@ -309,10 +327,7 @@ mod tests {
 
     #[test]
     fn a_rendered_spec_with_unknown_fields_is_refused() {
-        let vc = vc_with(
-            json!({ "template": { "name": "small" } }),
-            json!({ "f:template": { "f:name": {} } }),
-        );
+        let vc = stored(json!({ "template": { "name": "small" } }));
         let err = effective_spec(&vc, json!({ "controlPlane": { "distro": "k3s" } })).unwrap_err();
         assert!(err.contains("template small"), "{err}");
     }
