@@ -322,7 +322,7 @@ impl Syncer for Pods {
             &api,
             virt,
             virt.status.as_ref(),
-            virtual_status(host).as_ref(),
+            virtual_status(host, virt).as_ref(),
         )
         .await?;
         let host_node = host.spec.as_ref().and_then(|s| s.node_name.as_deref());

@@ -332,9 +332,14 @@ pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
     }
 }
 
-/// The status the virtual pod should show: the host pod's, as the host reports it.
-pub fn virtual_status(host: &Pod) -> Option<PodStatus> {
-    host.status.clone()
+/// The status the virtual pod should show: the host pod's, as the host reports it, except
+/// the QoS class, which the virtual API server fixed at creation and will not let change (a
+/// host LimitRange's defaults can make the host copy Burstable where the tenant's pod is
+/// BestEffort).
+pub fn virtual_status(host: &Pod, virt: &Pod) -> Option<PodStatus> {
+    let mut status = host.status.clone()?;
+    status.qos_class = virt.status.as_ref().and_then(|s| s.qos_class.clone());
+    Some(status)
 }
 
 #[cfg(test)]
@@ -626,8 +631,21 @@ spec:
         let host: Pod = from_yaml(
             "metadata: {name: x}\nstatus: {phase: Running, podIP: 10.244.0.7, hostIP: 127.0.0.1}",
         );
-        let status = virtual_status(&host).unwrap();
+        let virt: Pod = from_yaml("metadata: {name: x}\nstatus: {phase: Pending}");
+        let status = virtual_status(&host, &virt).unwrap();
         assert_eq!(status.phase.as_deref(), Some("Running"));
         assert_eq!(status.pod_ip.as_deref(), Some("10.244.0.7"));
+    }
+
+    /// The host's LimitRange defaults change the host pod's QoS class; the virtual pod's
+    /// (immutable) stays, or every status update would be refused.
+    #[test]
+    fn the_virtual_qos_class_is_kept() {
+        let host: Pod =
+            from_yaml("metadata: {name: x}\nstatus: {phase: Running, qosClass: Burstable}");
+        let virt: Pod =
+            from_yaml("metadata: {name: x}\nstatus: {phase: Pending, qosClass: BestEffort}");
+        let status = virtual_status(&host, &virt).unwrap();
+        assert_eq!(status.qos_class.as_deref(), Some("BestEffort"));
     }
 }
