@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A local vnest sandbox: a real Kubernetes control plane on loopback (etcd, kube-apiserver,
 # controller-manager, scheduler, two KWOK nodes), vnest's CRDs, the operator running against
-# it, and examples/quickstart.yaml reconciled to Ready.
+# it, examples/quickstart.yaml reconciled to Ready, its syncer running as the StatefulSet pod
+# would run it, and a tenant pod created in the virtual cluster running on the host.
 #   bash hack/sandbox.sh        start (idempotent) and print how to use it
 #   bash hack/sandbox.sh down   stop the operator and the control plane
 set -euo pipefail
@@ -9,7 +10,9 @@ cd "$(dirname "$0")/.."
 state=${VNEST_TESTBED_DIR:-/tmp/vnest-testbed}
 
 if [ "${1:-}" = down ]; then
-  if [ -f "$state/pids/sandbox-operator.pid" ]; then kill "$(cat "$state/pids/sandbox-operator.pid")" 2>/dev/null || true; fi
+  for part in operator syncer; do
+    if [ -f "$state/pids/sandbox-$part.pid" ]; then kill "$(cat "$state/pids/sandbox-$part.pid")" 2>/dev/null || true; fi
+  done
   exec bash tests/testbed/down.sh
 fi
 
@@ -22,8 +25,8 @@ env_file=$(bash tests/testbed/up.sh)
 source "$env_file"
 kubectl() { "$VNEST_TESTBED_BIN/kubectl" --kubeconfig "$VNEST_HOST_KUBECONFIG" "$@"; }
 
-kubectl apply --server-side -f charts/vnest/crds/virtualclusters.yaml
-kubectl wait --for=condition=Established crd/virtualclusters.vnest.dev --timeout=60s
+kubectl apply --server-side --force-conflicts -f charts/vnest/crds/virtualclusters.yaml
+kubectl wait --for=condition=Established crd/virtualclusters.vnest.dev crd/virtualclustertemplates.vnest.dev --timeout=60s
 
 cargo build -q -p vnest-operator
 pidfile=$state/pids/sandbox-operator.pid
@@ -53,6 +56,36 @@ kubectl -n demo wait --for=condition=Ready vc/demo --timeout=120s
 kubectl get vc -A -o wide
 kubectl -n demo get statefulsets,pods,services,secrets,resourcequotas,limitranges,networkpolicies
 
+# The syncer, wired as in the StatefulSet pod: its config from Secret vc-config-demo, the
+# vc-demo ServiceAccount's token on the host (so only the operator's Role applies), and the
+# virtual API server's admin kubeconfig (the bed's second kube-apiserver stands in for k3s).
+cargo build -q -p vnest-syncer
+kubectl -n demo get secret vc-config-demo -o jsonpath='{.data.config\.yaml}' | base64 -d >"$state/sandbox-syncer-config.yaml"
+bash tests/testbed/mint-kubeconfig.sh demo vc-demo >"$state/sandbox-syncer-host.kubeconfig"
+pidfile=$state/pids/sandbox-syncer.pid
+if ! { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }; then
+  nohup target/debug/vnest-syncer --config "$state/sandbox-syncer-config.yaml" \
+    --host-kubeconfig "$state/sandbox-syncer-host.kubeconfig" \
+    --virtual-kubeconfig "$VNEST_VIRTUAL_KUBECONFIG" --metrics-address 127.0.0.1:18081 \
+    >"$state/logs/sandbox-syncer.log" 2>&1 &
+  echo $! >"$pidfile"
+fi
+
+# A tenant pod, created in the virtual cluster, runs in the host namespace.
+vkubectl() { "$VNEST_TESTBED_BIN/kubectl" --kubeconfig "$VNEST_VIRTUAL_KUBECONFIG" "$@"; }
+vkubectl apply -f - <<POD
+apiVersion: v1
+kind: Pod
+metadata: {name: hello, namespace: default, labels: {app: hello}}
+spec:
+  containers: [{name: web, image: nginx:1.27}]
+POD
+vkubectl wait --for=condition=Ready pod/hello --timeout=120s
+echo "-- in the virtual cluster:"
+vkubectl get pod hello -o wide
+echo "-- on the host (namespace demo):"
+kubectl -n demo get pods -l vcluster.loft.sh/managed-by=demo -o wide
+
 cat <<USAGE
 
 vnest sandbox is up.
@@ -60,5 +93,7 @@ vnest sandbox is up.
   $VNEST_TESTBED_BIN/kubectl get vc -A -o wide
   operator log:     $state/logs/sandbox-operator.log
   operator metrics: curl -s http://127.0.0.1:18080/metrics | grep vnest_
+  syncer log:       $state/logs/sandbox-syncer.log
+  virtual cluster:  $VNEST_TESTBED_BIN/kubectl --kubeconfig $VNEST_VIRTUAL_KUBECONFIG get pods -A
   stop:             bash hack/sandbox.sh down
 USAGE
