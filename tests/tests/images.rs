@@ -57,10 +57,12 @@ fn dockerfiles() -> Vec<(String, String)> {
 fn every_dockerfile_builds_and_copies_a_workspace_binary_as_non_root() {
     let binaries = workspace_binaries();
     let files = dockerfiles();
-    assert!(
-        files.iter().any(|(b, _)| b == "vnest-operator"),
-        "the operator has an image: {files:?}"
-    );
+    for binary in ["vnest-operator", "vnest-syncer"] {
+        assert!(
+            files.iter().any(|(b, _)| b == binary),
+            "{binary} has an image: {files:?}"
+        );
+    }
     for (binary, text) in &files {
         let package = binaries
             .get(binary)
