@@ -34,6 +34,10 @@ struct Args {
         value_delimiter = ','
     )]
     namespaces: Vec<String>,
+    /// Only VirtualClusters whose labels match this selector (e.g. `shard=a`), to split them
+    /// between operator installations; all when absent.
+    #[arg(long, env = "VNEST_SELECTOR")]
+    selector: Option<String>,
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, env = "VNEST_METRICS_ADDRESS", default_value = "127.0.0.1:8080")]
     metrics_address: SocketAddr,
@@ -147,6 +151,7 @@ async fn main() -> anyhow::Result<()> {
             metrics.clone(),
             readiness.clone(),
             ns,
+            args.selector.clone(),
             &identity,
         )
     }));

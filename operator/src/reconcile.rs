@@ -807,13 +807,15 @@ fn error_policy(vc: Arc<VirtualCluster>, error: &Error, ctx: Arc<Context>) -> Ac
     Action::requeue(delay)
 }
 
-/// Runs the controller over `namespace` (or all) until shutdown.
+/// Runs the controller over `namespace` (or all) for the VirtualClusters matching `selector`
+/// (or all) until shutdown.
 pub async fn run(
     client: Client,
     settings: Settings,
     metrics: Metrics,
     readiness: Readiness,
     namespace: Option<String>,
+    selector: Option<String>,
     identity: &str,
 ) {
     let (stores, streams) = ChildStores::start(&client, namespace.as_deref());
@@ -872,7 +874,20 @@ pub async fn run(
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let mut controller = Controller::new(vcs, watcher::Config::default().any_semantic());
+    let mut vc_config = watcher::Config::default().any_semantic();
+    if let Some(selector) = &selector {
+        vc_config = vc_config.labels(selector);
+    }
+    // Cached without managed fields: nothing reads them, and at a thousand VirtualClusters
+    // they are a large part of the cache.
+    let vc_writer = reflector::store::Writer::<VirtualCluster>::default();
+    let vc_reader = vc_writer.as_reader();
+    let vc_events = watcher(vcs, vc_config)
+        .default_backoff()
+        .modify(|vc| vc.managed_fields_mut().clear())
+        .reflect(vc_writer)
+        .applied_objects();
+    let mut controller = Controller::for_stream(vc_events, vc_reader);
     // A changed template rolls forward to every VirtualCluster rendered from it.
     let virtual_clusters = controller.store();
     controller = controller.watches_stream(template_changes, move |template| {

@@ -10,8 +10,8 @@
 //! idle period and during a full resync by a restarted operator (both should be 0), and the
 //! operator's peak RSS.
 //!
-//! The operator runs cluster-wide: run this on a bed no other test is using, or it will also
-//! reconcile (and count) their VirtualClusters.
+//! The operator runs cluster-wide but, through `--selector`, reconciles only this run's
+//! VirtualClusters; other tests on the same bed still share its CPU.
 
 use std::{
     collections::HashMap,
@@ -184,6 +184,8 @@ async fn main() {
     // One namespace per VirtualCluster, as platform teams run them (quotas are per namespace).
     let lease_ns = TestNamespace::create(&client, "bench").await;
     let run = lease_ns.name.clone();
+    // Only this run's VirtualClusters: other tests may share the bed.
+    let selector = vec![format!("--selector=vnest-bench={run}")];
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
     let vc_namespace = |i: usize| format!("{run}-vc-{i}");
@@ -211,7 +213,8 @@ async fn main() {
             .expect("bench PV");
     }
 
-    let op = OperatorProcess::start_binary(&binary, bed(), None, &run, "bench", free_port());
+    let op =
+        OperatorProcess::start_binary(&binary, bed(), None, &run, "bench", free_port(), &selector);
     wait::until("operator metrics", Duration::from_secs(30), || async {
         op.metrics().await
     })
@@ -223,7 +226,7 @@ async fn main() {
     for i in 0..n {
         let vc: VirtualCluster = serde_json::from_value(json!({
             "apiVersion": "vnest.dev/v1alpha1", "kind": "VirtualCluster",
-            "metadata": { "name": "vc", "namespace": vc_namespace(i) },
+            "metadata": { "name": "vc", "namespace": vc_namespace(i), "labels": { "vnest-bench": run } },
             "spec": { "policies": { "resourceQuota": { "enabled": true }, "limitRange": { "enabled": true }, "networkPolicy": { "enabled": true } } },
         }))
         .unwrap();
@@ -275,7 +278,8 @@ async fn main() {
     drop(op);
 
     // A fresh operator reconciles every VirtualCluster once on start: a full resync.
-    let resync = OperatorProcess::start_binary(&binary, bed(), None, &run, "bench", free_port());
+    let resync =
+        OperatorProcess::start_binary(&binary, bed(), None, &run, "bench", free_port(), &selector);
     let resync_started = Instant::now();
     wait::until(
         "resync reconciles every VirtualCluster",

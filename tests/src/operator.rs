@@ -41,11 +41,13 @@ impl OperatorProcess {
             namespace,
             identity,
             metrics_port,
+            &[],
         )
     }
 
     /// Like [`OperatorProcess::start`], with a given build of the operator (benchmarks use
-    /// release), watching `watch` or every namespace, with its Lease in `lease_namespace`.
+    /// release), watching `watch` or every namespace, with its Lease in `lease_namespace`
+    /// and `extra_args` (such as `--selector=...`).
     pub fn start_binary(
         binary: &std::path::Path,
         bed: &TestBed,
@@ -53,6 +55,7 @@ impl OperatorProcess {
         lease_namespace: &str,
         identity: &str,
         metrics_port: u16,
+        extra_args: &[String],
     ) -> Self {
         Self::start_as(
             binary,
@@ -61,6 +64,7 @@ impl OperatorProcess {
             lease_namespace,
             identity,
             metrics_port,
+            extra_args,
         )
     }
 
@@ -73,6 +77,7 @@ impl OperatorProcess {
         lease_namespace: &str,
         identity: &str,
         metrics_port: u16,
+        extra_args: &[String],
     ) -> Self {
         let namespace = watch.unwrap_or("all");
         let log = std::env::temp_dir().join(format!("vnest-operator-{namespace}-{identity}.log"));
@@ -84,6 +89,7 @@ impl OperatorProcess {
             .arg(format!("--leader-election-namespace={lease_namespace}"))
             .args(["--identity", identity])
             .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
+            .args(extra_args)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(file)

@@ -177,6 +177,7 @@ async fn installed_chart_rbac_is_enough_to_run_and_clean_up_a_virtual_cluster() 
         &release_ns.name,
         "chart-op",
         free_port(),
+        &[],
     );
 
     provide_data_volume(&client, &tenant_ns.name, "vc").await;

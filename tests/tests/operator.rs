@@ -870,3 +870,38 @@ async fn a_restarted_operator_finds_nothing_to_write() {
     assert!(writes.is_empty(), "a resync wrote: {writes:?}");
     ns.delete(&client).await;
 }
+
+#[tokio::test]
+async fn an_operator_with_a_selector_reconciles_only_matching_virtual_clusters() {
+    let client = bed().host().await;
+    crd::install(&client).await;
+    let ns = TestNamespace::create(&client, "op-shard").await;
+    let n = ns.name.as_str();
+    let _operator = OperatorProcess::start_binary(
+        &vnest_tests::operator::operator_binary(),
+        bed(),
+        Some(n),
+        n,
+        "op-shard",
+        free_port(),
+        &["--selector=shard=a".to_string()],
+    );
+    provide_data_volume(&client, n, "mine").await;
+    let api: Api<VirtualCluster> = Api::namespaced(client.clone(), n);
+    for (name, labels) in [
+        ("mine", json!({ "shard": "a" })),
+        ("other", json!({ "shard": "b" })),
+    ] {
+        let vc: VirtualCluster = serde_json::from_value(json!({
+            "apiVersion": "vnest.dev/v1alpha1", "kind": "VirtualCluster",
+            "metadata": { "name": name, "labels": labels }, "spec": {},
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &vc).await.unwrap();
+    }
+    wait_condition(&client, n, "mine", "Ready", "True", READY_TIMEOUT).await;
+    let other = api.get("other").await.unwrap();
+    assert!(other.status.is_none(), "{:?}", other.status);
+    assert!(other.metadata.finalizers.is_none(), "not even a finalizer");
+    ns.delete(&client).await;
+}
