@@ -42,8 +42,8 @@ pub use queue::{Key, Queue};
 
 /// Field manager of every host write.
 pub const FIELD_MANAGER: &str = "vnest-syncer";
-/// Workers per resource type.
-const WORKERS: usize = 4;
+/// Workers per resource type: reconciles mostly wait on the API, so more than cores.
+const WORKERS: usize = 16;
 /// Every key is reconciled again this often, whatever the watches say.
 const RESYNC: Duration = Duration::from_secs(300);
 
