@@ -1,6 +1,7 @@
 //! Starts one engine per enabled resource type, wiring the caches one type's decisions read
 //! from another (ConfigMaps and Secrets follow the pods that use them, Endpoints follow
-//! their Services, pods find the virtual DNS among the host Services).
+//! their Services, pods find the virtual DNS among the host Services, virtual Nodes follow
+//! the pods bound to them).
 
 use std::sync::{Arc, atomic::Ordering};
 
@@ -12,6 +13,7 @@ use crate::{
     resources::{
         configmaps::{self, ConfigMaps},
         endpoints::{self, EndpointsSyncer},
+        nodes,
         pods::Pods,
         secrets::{self, Secrets},
         services::Services,
@@ -83,6 +85,13 @@ pub async fn run(ctx: Arc<Ctx>) {
             service_followers,
         )));
     }
+    // Minimal virtual Nodes, unless real ones are synced from the host.
+    let mut node_task = None;
+    if to_host.pods.enabled && !ctx.config.sync.from_host.nodes.enabled {
+        let queue = Queue::default();
+        pod_followers.push((queue.clone(), nodes::node_of));
+        node_task = Some(nodes::run(ctx.clone(), pods.virt.clone(), queue));
+    }
     if to_host.pods.enabled {
         let queue = Queue::default();
         let syncer = Pods::new(host_services, queue.clone());
@@ -95,6 +104,7 @@ pub async fn run(ctx: Arc<Ctx>) {
         )));
     }
     ctx.unsynced.store(engines.len(), Ordering::SeqCst);
+    engines.extend(node_task.map(|t| Box::pin(t) as BoxFuture<'static, ()>));
     if !engines.is_empty() {
         futures::future::select_all(engines).await;
     }

@@ -21,7 +21,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::{
     Api, ResourceExt,
-    api::PostParams,
+    api::{DeleteParams, PostParams},
     runtime::{WatchStreamExt, watcher},
 };
 use serde_json::json;
@@ -194,6 +194,12 @@ async fn main() {
     println!("  host writes in 60 s idle           {idle_writes:>8.0}");
     println!("  syncer peak RSS                    {rss:>8.1} MiB");
     drop(syncer);
+    let _ = virt_pods
+        .delete_collection(
+            &DeleteParams::default().grace_period(0),
+            &Default::default(),
+        )
+        .await;
     vns.delete(&virt).await;
     ns.delete(&host).await;
 }

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Endpoints, Event, Pod, Secret, Service, ServiceAccount,
+    ConfigMap, Endpoints, Event, Node, Pod, Secret, Service, ServiceAccount,
 };
 use kube::{
     Api, Client, ResourceExt,
@@ -86,6 +86,15 @@ impl Setup {
     }
 
     async fn teardown(self) {
+        // Bound virtual pods wait for a kubelet to finish their deletion; none will once the
+        // syncer is gone, so end them now or the virtual namespace never goes.
+        let _ = self
+            .virt_api::<Pod>()
+            .delete_collection(
+                &DeleteParams::default().grace_period(0),
+                &ListParams::default(),
+            )
+            .await;
         self.vns.delete(&self.virt).await;
         self.ns.delete(&self.host).await;
     }
@@ -241,7 +250,19 @@ async fn tenant_workloads_run_on_the_host_and_report_back() {
         )
         .await;
         assert_eq!(virt.status.as_ref().unwrap().pod_ip, host_ip);
-        assert_eq!(virt.spec.unwrap().node_name, host.spec.unwrap().node_name);
+        let node = virt.spec.unwrap().node_name.unwrap();
+        assert_eq!(Some(&node), host.spec.unwrap().node_name.as_ref());
+        // The tenant sees a minimal Node for it.
+        let nodes: Api<Node> = Api::all(s.virt.clone());
+        let virtual_node = wait::until(&format!("virtual node {node}"), TIMEOUT, || {
+            present(&nodes, node.clone())
+        })
+        .await;
+        assert!(
+            virtual_node
+                .labels()
+                .contains_key("vcluster.loft.sh/fake-node")
+        );
     }
     let forged = host_pods.get(&s.host_name("web-1")).await.unwrap();
     assert_eq!(forged.labels()[LABEL_SYNCER_NAMESPACE], vns);

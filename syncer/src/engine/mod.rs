@@ -42,8 +42,8 @@ pub use queue::{Key, Queue};
 
 /// Field manager of every host write.
 pub const FIELD_MANAGER: &str = "vnest-syncer";
-/// Workers per resource type.
-const WORKERS: usize = 4;
+/// Workers per resource type: reconciles mostly wait on the API, so more than cores.
+const WORKERS: usize = 16;
 /// Every key is reconciled again this often, whatever the watches say.
 const RESYNC: Duration = Duration::from_secs(300);
 
@@ -249,6 +249,7 @@ pub async fn run<S: Syncer>(
         .default_backoff(),
     )
     .map(|e| (false, e));
+    let (host_store, target) = (watches.host.clone(), ctx.target.clone());
     let events = stream::select(virt_events, host_events).for_each(move |(is_virt, event)| {
         let obj = match event {
             Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o)) => o,
@@ -259,7 +260,15 @@ pub async fn run<S: Syncer>(
             }
         };
         if is_virt {
-            queue.push(key_of(&obj));
+            // A virtual object without a host copy yet goes first: creation latency is what
+            // tenants feel, status follow-ups of earlier objects can wait.
+            let key = key_of(&obj);
+            let host_name = target.host_name(&key.1, &key.0);
+            if host_store.get(&ObjectRef::new(&host_name).within(&target.host_namespace)).is_none() {
+                queue.push_front(key);
+            } else {
+                queue.push(key);
+            }
             for (q, keys) in &followers {
                 keys(&obj).into_iter().for_each(|k| q.push(k));
             }

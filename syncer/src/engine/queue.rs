@@ -44,13 +44,30 @@ impl Queue {
     }
 
     pub fn push(&self, key: Key) {
+        self.insert(key, false);
+    }
+
+    /// Pushes `key` ahead of the others (new objects should not wait behind updates).
+    pub fn push_front(&self, key: Key) {
+        self.insert(key, true);
+    }
+
+    fn insert(&self, key: Key, front: bool) {
         let mut s = self.lock();
         if s.active.contains(&key) {
             s.dirty.insert(key);
         } else if s.queued.insert(key.clone()) {
-            s.order.push_back(key);
+            if front {
+                s.order.push_front(key);
+            } else {
+                s.order.push_back(key);
+            }
             drop(s);
             self.notify.notify_one();
+        } else if front && let Some(i) = s.order.iter().position(|k| *k == key) {
+            // Already queued behind others: move it up.
+            s.order.remove(i);
+            s.order.push_front(key);
         }
     }
 
@@ -130,6 +147,19 @@ mod tests {
         q.push(key("a"));
         assert!(q.lock().order.is_empty());
         q.done(k, true);
+        assert_eq!(q.pop().await, key("a"));
+    }
+
+    /// A new object overtakes queued updates, even if it was already queued.
+    #[tokio::test]
+    async fn push_front_overtakes() {
+        let q = Queue::default();
+        q.push(key("a"));
+        q.push(key("b"));
+        q.push_front(key("c"));
+        q.push_front(key("b"));
+        assert_eq!(q.pop().await, key("b"));
+        assert_eq!(q.pop().await, key("c"));
         assert_eq!(q.pop().await, key("a"));
     }
 

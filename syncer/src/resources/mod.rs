@@ -3,6 +3,7 @@
 
 pub mod configmaps;
 pub mod endpoints;
+pub mod nodes;
 pub mod pods;
 pub mod secrets;
 pub mod services;

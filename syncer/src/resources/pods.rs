@@ -316,6 +316,12 @@ impl Syncer for Pods {
 
     async fn back(&self, ctx: &Ctx, virt: &Pod, host: &Pod) -> anyhow::Result<()> {
         self.ensure_token(ctx, virt, host).await?;
+        // Bind first, so a virtual pod seen Running is always on its node.
+        let host_node = host.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        let virt_node = virt.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        if let (Some(node), None) = (host_node, virt_node) {
+            self.bind(ctx, virt, node).await?;
+        }
         let api: Api<Pod> =
             Api::namespaced(ctx.virt.clone(), &virt.namespace().unwrap_or_default());
         sync_status(
@@ -325,11 +331,6 @@ impl Syncer for Pods {
             virtual_status(host, virt).as_ref(),
         )
         .await?;
-        let host_node = host.spec.as_ref().and_then(|s| s.node_name.as_deref());
-        let virt_node = virt.spec.as_ref().and_then(|s| s.node_name.as_deref());
-        if let (Some(node), None) = (host_node, virt_node) {
-            self.bind(ctx, virt, node).await?;
-        }
         Ok(())
     }
 

@@ -3,6 +3,7 @@
 
 pub mod configmap;
 pub mod endpoints;
+pub mod node;
 pub mod pod;
 pub mod pod_security;
 pub mod secret;

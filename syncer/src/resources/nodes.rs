@@ -1,0 +1,102 @@
+//! Minimal virtual Nodes for the host nodes synced pods run on (`fromHost.nodes` off): one
+//! queue keyed by node name, fed by virtual pod changes; a node is created while a virtual
+//! pod is bound to it and deleted when none is.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::{
+    Api,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    runtime::reflector::Store,
+};
+use serde_json::json;
+
+use crate::{
+    engine::{Ctx, FIELD_MANAGER, Key, Queue, is_not_found},
+    translate::node::{LABEL_FAKE_NODE, minimal_node},
+};
+
+/// The node key a virtual pod touches (nodes are cluster-scoped: empty namespace).
+pub fn node_of(pod: &Pod) -> Vec<Key> {
+    let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+    node.map(|n| (String::new(), n)).into_iter().collect()
+}
+
+async fn reconcile(ctx: &Ctx, pods: &Store<Pod>, node: &str) -> anyhow::Result<()> {
+    let api: Api<Node> = Api::all(ctx.virt.clone());
+    let on_node: Vec<_> = pods
+        .state()
+        .into_iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        .collect();
+    let existing = api.get_opt(node).await?;
+    let ours = existing.as_ref().is_some_and(|n| {
+        n.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(LABEL_FAKE_NODE))
+    });
+    if on_node.is_empty() {
+        // Pods outside the synced namespaces may use it too: ask the API, not the cache.
+        let anywhere = Api::<Pod>::all(ctx.virt.clone())
+            .list(
+                &ListParams::default()
+                    .fields(&format!("spec.nodeName={node}"))
+                    .limit(1),
+            )
+            .await?;
+        if ours && anywhere.items.is_empty() {
+            match api.delete(node, &DeleteParams::default()).await {
+                Ok(_) => tracing::info!(node, "deleted unused virtual node"),
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        return Ok(());
+    }
+    let host_ip = on_node
+        .iter()
+        .find_map(|p| p.status.as_ref().and_then(|s| s.host_ip.clone()));
+    let desired = minimal_node(node, host_ip.as_deref());
+    let addresses = |n: &Node| n.status.as_ref().and_then(|s| s.addresses.clone());
+    match &existing {
+        None => {
+            api.create(&PostParams::default(), &desired).await?;
+        }
+        // Someone else's node, or ours already showing what we know.
+        Some(n) if !ours || addresses(n) == addresses(&desired) => return Ok(()),
+        Some(_) => {}
+    }
+    api.patch_status(
+        node,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(json!({ "apiVersion": "v1", "kind": "Node", "status": desired.status })),
+    )
+    .await?;
+    tracing::info!(node, ip = ?host_ip, "virtual node up to date");
+    Ok(())
+}
+
+/// Reconciles virtual nodes as `queue` names them, once the pod cache is synced.
+pub async fn run(ctx: Arc<Ctx>, pods: Store<Pod>, queue: Queue) {
+    if pods.wait_until_ready().await.is_err() {
+        return;
+    }
+    pods.state()
+        .iter()
+        .flat_map(|p| node_of(p))
+        .for_each(|k| queue.push(k));
+    loop {
+        let key = queue.pop().await;
+        let result = reconcile(&ctx, &pods, &key.1).await;
+        if let Err(e) = &result {
+            ctx.metrics
+                .reconcile_errors
+                .with_label_values(&["Node"])
+                .inc();
+            tracing::warn!(node = %key.1, error = format!("{e:#}"), "reconcile failed");
+        }
+        queue.done(key, result.is_ok());
+    }
+}
