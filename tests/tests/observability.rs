@@ -10,6 +10,8 @@ use vnest_tests::{
     bed::repo_root,
     crd,
     fixtures::{create_virtual_cluster, free_port, provide_data_volume, wait_condition},
+    syncer::{SyncerProcess, SyncerWiring},
+    wait,
 };
 
 /// Series prefixes of the exporters a vnest monitoring setup runs beside Prometheus.
@@ -140,8 +142,8 @@ fn exposed(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The operator's series once it has reconciled a VirtualCluster to Ready.
-async fn operator_series() -> BTreeSet<String> {
+/// The operator's and the syncer's series once a VirtualCluster is Ready and synced.
+async fn exported_series() -> BTreeSet<String> {
     let client = bed().host().await;
     crd::install(&client).await;
     let ns = TestNamespace::create(&client, "obs").await;
@@ -157,16 +159,29 @@ async fn operator_series() -> BTreeSet<String> {
         Duration::from_secs(90),
     )
     .await;
-    let text = operator.metrics().await.expect("operator metrics");
+    let mut series = exposed(&operator.metrics().await.expect("operator metrics"));
+    let virtual_ns = format!("{}-virtual", ns.name);
+    let wiring = SyncerWiring::from_operator(&client, &ns.name, "vc", &virtual_ns).await;
+    let syncer = SyncerProcess::start(&wiring, free_port());
+    let text = wait::until("syncer metrics", Duration::from_secs(30), || async {
+        let text = syncer.get("/metrics").await?;
+        if text.contains("vcluster_syncer_reconcile_errors_total{") {
+            Ok(text)
+        } else {
+            Err("no error series yet".to_string())
+        }
+    })
+    .await;
+    series.extend(exposed(&text));
     ns.delete(&client).await;
-    exposed(&text)
+    series
 }
 
 #[tokio::test]
 async fn every_metric_an_alert_or_panel_uses_is_exported() {
     let exprs = chart_expressions();
     assert!(exprs.len() >= 10, "{exprs:?}");
-    let exported = operator_series().await;
+    let exported = exported_series().await;
     let mut missing = Vec::new();
     for expr in &exprs {
         for name in metric_names(expr) {

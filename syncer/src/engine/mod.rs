@@ -210,6 +210,8 @@ pub async fn run<S: Syncer>(
     queue: Queue,
     followers: Vec<Follower<S::K>>,
 ) {
+    // The error series exists from the start (at 0), so alert rules see the first failure.
+    ctx.metrics.reconcile_errors.with_label_values(&[S::KIND]);
     let engine = Arc::new(Engine {
         syncer,
         ctx: ctx.clone(),
