@@ -757,7 +757,7 @@ async fn two_operators_share_the_work_through_one_lease() {
     );
 
     first.kill();
-    wait::until("op-b to take over", Duration::from_secs(45), || async {
+    wait::until("op-b to take over", Duration::from_secs(90), || async {
         holder()
             .await
             .and_then(|h| if h == "op-b" { Ok(()) } else { Err(h) })
@@ -770,7 +770,7 @@ async fn two_operators_share_the_work_through_one_lease() {
         .unwrap();
     wait::until(
         "the new leader restores the Service",
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         || async {
             services
                 .get_opt("vc")

@@ -80,6 +80,15 @@ pub fn role_rules(input: &Input) -> Vec<PolicyRule> {
             &["pods/exec", "pods/attach", "pods/portforward"],
             &["create", "get"],
         ));
+        // Each synced pod's virtual service-account token lives in a host Secret.
+        if !to_host.secrets.enabled {
+            rules.push(rule("", &["secrets"], WRITE));
+        }
+        // Pods get KUBERNETES_SERVICE_HOST from the virtual cluster's own Service.
+        rules.push(PolicyRule {
+            resource_names: Some(vec![input.name.to_string()]),
+            ..rule("", &["services"], &["get"])
+        });
     }
     let core: Vec<&str> = [
         (to_host.services.enabled, "services"),
@@ -217,6 +226,7 @@ pub fn cluster(input: &Input, names: &ChildNames) -> Option<Vec<Child>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use crate::desired::test_support::*;
 
     fn grants(rules: &[PolicyRule], group: &str, resource: &str, verb: &str) -> bool {
@@ -233,6 +243,27 @@ mod tests {
                     .any(|x| x == resource)
                 && r.verbs.iter().any(|v| v == verb)
         })
+    }
+
+    #[test]
+    fn synced_pods_can_store_their_token_and_read_their_api_service() {
+        let spec = spec_from_yaml(
+            "sync: {toHost: {secrets: {enabled: false}, services: {enabled: false}}}",
+        );
+        let rules = role_rules(&input(&spec));
+        assert!(
+            grants(&rules, "", "secrets", "create"),
+            "token Secrets: {rules:?}"
+        );
+        let service = rules
+            .iter()
+            .find(|r| r.resources.as_deref() == Some(&["services".to_string()][..]))
+            .expect("a services rule");
+        assert_eq!(service.verbs, ["get"]);
+        assert_eq!(
+            service.resource_names.as_deref(),
+            Some(&["team-alpha".to_string()][..])
+        );
     }
 
     #[test]

@@ -147,14 +147,34 @@ fn control_plane_resources(input: &Input) -> Value {
         )
 }
 
-fn syncer(input: &Input) -> Value {
+/// Where each distro writes the admin kubeconfig the syncer uses on the shared data volume.
+fn virtual_kubeconfig(kind: DistroKind) -> String {
+    match kind {
+        DistroKind::K3s => format!("{DATA_DIR}/k3s-config/kube-config.yaml"),
+        DistroKind::K0s => format!("{DATA_DIR}/k0s/pki/admin.conf"),
+        DistroKind::K8s => format!("{DATA_DIR}/admin.kubeconfig"),
+    }
+}
+
+/// The syncer's `/healthz`, `/readyz` and `/metrics` port, on the pod IP.
+const SYNCER_HEALTH_PORT: i32 = 8081;
+
+fn syncer(input: &Input, kind: DistroKind) -> Value {
     let env = |name: &str, path: &str| json!({ "name": name, "valueFrom": { "fieldRef": { "fieldPath": path } } });
-    let probe = |path: &str| json!({ "httpGet": { "path": path, "port": PROXY_PORT, "scheme": "HTTPS" }, "periodSeconds": 10, "failureThreshold": 6 });
+    let probe = |path: &str| json!({ "httpGet": { "path": path, "port": "health" }, "periodSeconds": 10, "failureThreshold": 6 });
     json!({
         "name": "syncer",
         "image": input.settings.images.syncer,
-        "args": [format!("--config={CONFIG_DIR}/{}", meta::SYNCER_CONFIG_KEY), format!("--certs-dir={CERTS_DIR}")],
-        "ports": [{ "name": "https", "containerPort": PROXY_PORT, "protocol": "TCP" }],
+        "args": [
+            format!("--config={CONFIG_DIR}/{}", meta::SYNCER_CONFIG_KEY),
+            format!("--certs-dir={CERTS_DIR}"),
+            format!("--virtual-kubeconfig={}", virtual_kubeconfig(kind)),
+            format!("--metrics-address=$(POD_IP):{SYNCER_HEALTH_PORT}"),
+        ],
+        "ports": [
+            { "name": "https", "containerPort": PROXY_PORT, "protocol": "TCP" },
+            { "name": "health", "containerPort": SYNCER_HEALTH_PORT, "protocol": "TCP" },
+        ],
         "env": [env("POD_NAME", "metadata.name"), env("POD_NAMESPACE", "metadata.namespace"), env("POD_IP", "status.podIP")],
         "readinessProbe": probe("/readyz"),
         "livenessProbe": probe("/healthz"),
@@ -188,7 +208,7 @@ pub fn statefulset(input: &Input, names: &ChildNames) -> Child {
         DistroKind::K0s => k0s(input, &distro),
         DistroKind::K8s => k8s(input, &distro),
     };
-    containers.push(syncer(input));
+    containers.push(syncer(input, kind));
 
     let mut pod_labels = config.labels.clone();
     pod_labels.extend(input.labels("control-plane"));
@@ -280,7 +300,13 @@ mod tests {
                 env!("CARGO_PKG_VERSION")
             )
         );
-        assert_eq!(syncer["readinessProbe"]["httpGet"]["port"], 8443);
+        assert_eq!(syncer["readinessProbe"]["httpGet"]["port"], "health");
+        assert!(
+            syncer["args"].as_array().unwrap().contains(&json!(
+                "--virtual-kubeconfig=/data/k3s-config/kube-config.yaml"
+            )),
+            "{syncer}"
+        );
         assert_eq!(sts["spec"]["replicas"], 1);
         assert_eq!(sts["spec"]["serviceName"], "team-alpha-headless");
         assert_eq!(
