@@ -11,13 +11,12 @@ use std::{
 
 use std::time::Duration;
 
-use base64::Engine as _;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 use vnest_crds::meta::SYNCER_CONFIG_KEY;
 
 use crate::{
-    bed::{TestBed, bed, repo_root},
+    bed::{bed, repo_root, service_account_kubeconfig},
     wait,
 };
 
@@ -35,27 +34,6 @@ pub fn syncer_binary() -> PathBuf {
         "{} is missing: run `cargo build -p vnest-syncer` first",
         path.display()
     );
-    path
-}
-
-/// Writes a kubeconfig for ServiceAccount `namespace/name` of the host (a 1h token).
-pub fn service_account_kubeconfig(bed: &TestBed, namespace: &str, name: &str) -> PathBuf {
-    let token = bed
-        .kubectl(&["-n", namespace, "create", "token", name, "--duration=1h"])
-        .unwrap_or_else(|e| panic!("create token for {namespace}/{name}: {e}"));
-    let ca = std::fs::read(bed.var("VNEST_TESTBED_CA")).expect("test bed CA");
-    let kubeconfig = serde_json::json!({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{ "name": "host", "cluster": {
-            "server": bed.var("VNEST_HOST_SERVER"),
-            "certificate-authority-data": base64::engine::general_purpose::STANDARD.encode(ca),
-        }}],
-        "users": [{ "name": name, "user": { "token": token.trim() } }],
-        "contexts": [{ "name": "sa", "context": { "cluster": "host", "user": name, "namespace": namespace } }],
-        "current-context": "sa",
-    });
-    let path = std::env::temp_dir().join(format!("vnest-syncer-{namespace}-{name}.kubeconfig"));
-    std::fs::write(&path, serde_yaml::to_string(&kubeconfig).unwrap()).expect("write kubeconfig");
     path
 }
 
@@ -115,7 +93,7 @@ impl SyncerWiring {
         }
         SyncerWiring {
             config: config_path,
-            host_kubeconfig: service_account_kubeconfig(bed(), namespace, &account),
+            host_kubeconfig: service_account_kubeconfig(namespace, &account).await,
             virtual_kubeconfig: bed().virtual_kubeconfig(),
             virtual_namespace: virtual_namespace.to_string(),
         }
