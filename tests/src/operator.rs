@@ -44,6 +44,25 @@ impl OperatorProcess {
         )
     }
 
+    /// Like [`OperatorProcess::start`], with extra command-line arguments.
+    pub fn start_with_args(
+        bed: &TestBed,
+        namespace: &str,
+        identity: &str,
+        metrics_port: u16,
+        args: &[String],
+    ) -> Self {
+        Self::spawn(
+            &operator_binary(),
+            &bed.host_kubeconfig(),
+            Some(namespace),
+            namespace,
+            identity,
+            metrics_port,
+            args,
+        )
+    }
+
     /// Like [`OperatorProcess::start`], with a given build of the operator (benchmarks use
     /// release), watching `watch` or every namespace, with its Lease in `lease_namespace`.
     pub fn start_binary(
@@ -74,6 +93,26 @@ impl OperatorProcess {
         identity: &str,
         metrics_port: u16,
     ) -> Self {
+        Self::spawn(
+            binary,
+            kubeconfig,
+            watch,
+            lease_namespace,
+            identity,
+            metrics_port,
+            &[],
+        )
+    }
+
+    fn spawn(
+        binary: &std::path::Path,
+        kubeconfig: &std::path::Path,
+        watch: Option<&str>,
+        lease_namespace: &str,
+        identity: &str,
+        metrics_port: u16,
+        args: &[String],
+    ) -> Self {
         let namespace = watch.unwrap_or("all");
         let log = std::env::temp_dir().join(format!("vnest-operator-{namespace}-{identity}.log"));
         let file = std::fs::File::create(&log).expect("operator log file");
@@ -84,6 +123,7 @@ impl OperatorProcess {
             .arg(format!("--leader-election-namespace={lease_namespace}"))
             .args(["--identity", identity])
             .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
+            .args(args)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(file)

@@ -1,0 +1,190 @@
+//! The wake listener: TLS on `--wake-address`, one connection at a time per task, each
+//! answered once and closed.
+
+use std::{sync::Arc, time::Duration};
+
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::Secret};
+use kube::{
+    Api, Client,
+    api::{Patch, PatchParams},
+};
+use rustls::{
+    ServerConfig,
+    pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
+    server::Acceptor,
+};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+};
+use tokio_rustls::LazyConfigAcceptor;
+use tracing::{debug, info, warn};
+use vnest_crds::{VirtualCluster, activity, meta::ChildNames};
+
+use super::{Answer, response, should_renew, target};
+use crate::{certs::Certs, lifecycle::facts, metrics::Metrics, status::SLEEPING};
+
+/// Field manager of the Lease renewals a wake connection makes.
+pub const FIELD_MANAGER: &str = "vnest-operator/wake";
+
+/// A connection gets this long to say what it wants and be answered.
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
+/// Request heads longer than this are not read further (the answer does not depend on them).
+const MAX_REQUEST_HEAD: usize = 16 * 1024;
+
+/// What the listener needs to answer connections.
+#[derive(Clone)]
+pub struct Wake {
+    pub client: Client,
+    pub metrics: Metrics,
+    pub cluster_domain: String,
+    /// Namespaces the operator watches; empty: all.
+    pub namespaces: Vec<String>,
+}
+
+/// Accepts connections on `listener` until the process ends.
+pub async fn serve(listener: TcpListener, wake: Wake) {
+    let wake = Arc::new(wake);
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                warn!(error = %err, "wake listener: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let wake = wake.clone();
+        tokio::spawn(async move {
+            let outcome = tokio::time::timeout(CONNECTION_TIMEOUT, handle(stream, &wake)).await;
+            let outcome = match outcome {
+                Ok(Ok(answer)) => format!("{answer:?}"),
+                Ok(Err(reason)) => {
+                    debug!(%peer, %reason, "wake connection refused");
+                    "Refused".to_string()
+                }
+                Err(_) => "Timeout".to_string(),
+            };
+            wake.metrics
+                .wake_connections
+                .with_label_values(&[outcome.as_str()])
+                .inc();
+        });
+    }
+}
+
+/// The rustls config serving the cluster's own certificate from `<name>-certs`.
+fn server_config(certs: &Certs) -> Result<ServerConfig, String> {
+    let chain = CertificateDer::pem_slice_iter(certs.server_cert.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("serving certificate: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(certs.server_key.as_bytes())
+        .map_err(|e| format!("serving key: {e}"))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| e.to_string())?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+async fn handle(stream: TcpStream, wake: &Wake) -> Result<Answer, String> {
+    let start = LazyConfigAcceptor::new(Acceptor::default(), stream)
+        .await
+        .map_err(|e| format!("TLS ClientHello: {e}"))?;
+    let server_name = start
+        .client_hello()
+        .server_name()
+        .ok_or("no TLS server name (SNI)")?
+        .to_string();
+    let (namespace, name) = target(&server_name, &wake.cluster_domain, &wake.namespaces)
+        .ok_or_else(|| format!("server name {server_name} names no watched virtual cluster"))?;
+    let kube_err = |what: &str, e: kube::Error| format!("{what} {namespace}/{name}: {e}");
+    let vc = Api::<VirtualCluster>::namespaced(wake.client.clone(), &namespace)
+        .get_opt(&name)
+        .await
+        .map_err(|e| kube_err("reading VirtualCluster", e))?
+        .ok_or_else(|| format!("no VirtualCluster {namespace}/{name}"))?;
+    let secret_name = ChildNames::new(&namespace, &name, None).certs_secret;
+    let secret = Api::<Secret>::namespaced(wake.client.clone(), &namespace)
+        .get(&secret_name)
+        .await
+        .map_err(|e| kube_err("reading Secret", e))?;
+    let certs = Certs::from_secret_data(&secret_name, &secret.data.unwrap_or_default())
+        .map_err(|e| e.to_string())?;
+    let config = server_config(&certs)?;
+    let mut tls = start
+        .into_stream(Arc::new(config))
+        .await
+        .map_err(|e| format!("TLS handshake for {server_name}: {e}"))?;
+    read_request_head(&mut tls).await;
+    let answer = if vc.spec.paused {
+        Answer::Paused
+    } else {
+        request_wake(wake, &vc, &namespace, &name)
+            .await
+            .map_err(|e| kube_err("renewing the activity Lease of", e))?;
+        Answer::Waking
+    };
+    // The client may already be gone; nothing to do about it.
+    let _ = tls.write_all(&response(answer, &namespace, &name)).await;
+    let _ = tls.shutdown().await;
+    Ok(answer)
+}
+
+/// Reads until the end of the HTTP request head (or EOF, or the size limit).
+async fn read_request_head(tls: &mut (impl AsyncReadExt + Unpin)) {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 2048];
+    while head.len() < MAX_REQUEST_HEAD && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match tls.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// Records the connection as tenant activity on the cluster's Lease, when [`should_renew`]
+/// says so: the first one after the sleep is the wake request.
+async fn request_wake(
+    wake: &Wake,
+    vc: &VirtualCluster,
+    namespace: &str,
+    name: &str,
+) -> Result<(), kube::Error> {
+    let leases: Api<Lease> = Api::namespaced(wake.client.clone(), namespace);
+    let lease_name = activity::lease_name(name);
+    let last = leases
+        .get_opt(&lease_name)
+        .await?
+        .as_ref()
+        .and_then(activity::last_activity)
+        .map(|t| {
+            chrono::DateTime::from_timestamp(t.as_second(), t.subsec_nanosecond().unsigned_abs())
+                .unwrap_or_default()
+        });
+    let asleep_since = vc
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == SLEEPING))
+        .filter(|c| c.status == "True")
+        .map(|c| facts::to_utc(c.last_transition_time.0));
+    let now = chrono::Utc::now();
+    if !should_renew(last, asleep_since, now) {
+        return Ok(());
+    }
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    let at = k8s_openapi::jiff::Timestamp::now();
+    leases
+        .patch(&lease_name, &params, &Patch::Merge(activity::renewal(at)))
+        .await?;
+    wake.metrics.write("Lease", "patch");
+    info!(%namespace, %name, "wake requested by a connection to the wake endpoint");
+    Ok(())
+}
