@@ -188,3 +188,71 @@ async fn request_wake(
     info!(%namespace, %name, "wake requested by a connection to the wake endpoint");
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use rustls::{ClientConfig, ClientConnection, RootCertStore, pki_types::ServerName};
+
+    use super::*;
+
+    /// Moves what `from` has to send into `to`; whether anything moved.
+    fn pump(
+        from: &mut impl std::ops::DerefMut<Target = rustls::ConnectionCommon<impl Sized>>,
+        to: &mut impl std::ops::DerefMut<Target = rustls::ConnectionCommon<impl Sized>>,
+    ) -> bool {
+        let mut bytes = Vec::new();
+        from.write_tls(&mut bytes).unwrap();
+        if bytes.is_empty() {
+            return false;
+        }
+        to.read_tls(&mut bytes.as_slice()).unwrap();
+        to.process_new_packets().unwrap();
+        true
+    }
+
+    /// A real ClientHello, as a tenant's kubeconfig sends it: the server name picks the
+    /// cluster, and a client trusting only that cluster's CA accepts the certificate served.
+    #[test]
+    fn the_sni_of_a_real_client_hello_picks_the_cluster_whose_ca_the_client_trusts() {
+        let spec = vnest_crds::VirtualClusterSpec::default();
+        let sans = crate::desired::server_sans("team-a", "dev", &spec, "cluster.local");
+        let certs = Certs::generate("team-a/dev", &sans).unwrap();
+        let mut roots = RootCertStore::empty();
+        for ca in CertificateDer::pem_slice_iter(certs.ca_cert.as_bytes()) {
+            roots.add(ca.unwrap()).unwrap();
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let client_config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let name = ServerName::try_from("dev.team-a.svc").unwrap();
+        let mut client = ClientConnection::new(Arc::new(client_config), name).unwrap();
+
+        let mut hello = Vec::new();
+        client.write_tls(&mut hello).unwrap();
+        let mut acceptor = Acceptor::default();
+        acceptor.read_tls(&mut hello.as_slice()).unwrap();
+        let accepted = acceptor.accept().map_err(|(e, _)| e).unwrap().unwrap();
+        let sni = accepted.client_hello().server_name().unwrap().to_string();
+        assert_eq!(
+            target(&sni, "cluster.local", &[]),
+            Some(("team-a".to_string(), "dev".to_string()))
+        );
+
+        let config = Arc::new(server_config(&certs).unwrap());
+        let mut server = accepted
+            .into_connection(config)
+            .map_err(|(e, _)| e)
+            .unwrap();
+        for _ in 0..10 {
+            let moved = pump(&mut server, &mut client) | pump(&mut client, &mut server);
+            if !moved {
+                break;
+            }
+        }
+        assert!(!client.is_handshaking() && !server.is_handshaking());
+        assert_eq!(server.server_name(), Some("dev.team-a.svc"));
+    }
+}
