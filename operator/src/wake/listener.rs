@@ -1,5 +1,5 @@
-//! The wake listener: TLS on `--wake-address`, one connection at a time per task, each
-//! answered once and closed.
+//! The wake listener: TLS on `--wake-address`, each connection in its own task (at most
+//! [`MAX_CONCURRENT`] at once), answered once and closed.
 
 use std::{sync::Arc, time::Duration};
 
@@ -42,10 +42,18 @@ pub struct Wake {
     pub namespaces: Vec<String>,
 }
 
+/// Connections answered at once; further ones wait in the listen backlog, so a flood of
+/// tenants retrying costs a bounded number of API reads at a time.
+const MAX_CONCURRENT: usize = 64;
+
 /// Accepts connections on `listener` until the process ends.
 pub async fn serve(listener: TcpListener, wake: Wake) {
     let wake = Arc::new(wake);
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT));
     loop {
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(err) => {
@@ -56,6 +64,7 @@ pub async fn serve(listener: TcpListener, wake: Wake) {
         };
         let wake = wake.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let outcome = tokio::time::timeout(CONNECTION_TIMEOUT, handle(stream, &wake)).await;
             let outcome = match outcome {
                 Ok(Ok(answer)) => format!("{answer:?}"),
