@@ -117,6 +117,10 @@ async fn handle(stream: TcpStream, wake: &Wake) -> Result<Answer, String> {
         .await
         .map_err(|e| kube_err("reading VirtualCluster", e))?
         .ok_or_else(|| format!("no VirtualCluster {namespace}/{name}"))?;
+    // Only clusters that asked for it: a connection must not count as activity for others.
+    if !vc.spec.sleep_mode.as_ref().is_some_and(|s| s.auto_wakeup) {
+        return Err(format!("{namespace}/{name} has no sleepMode.autoWakeup"));
+    }
     let secret_name = ChildNames::new(&namespace, &name, None).certs_secret;
     let secret = Api::<Secret>::namespaced(wake.client.clone(), &namespace)
         .get(&secret_name)
