@@ -13,3 +13,4 @@ pub mod settings;
 pub mod status;
 pub mod template;
 pub mod validate;
+pub mod wake;

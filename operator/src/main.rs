@@ -1,4 +1,7 @@
-use std::{net::SocketAddr, time::Duration};
+use std::{
+    net::{IpAddr, SocketAddr},
+    time::Duration,
+};
 
 use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
@@ -11,7 +14,8 @@ use vnest_operator::{
     leader::LeaderElection,
     metrics::{self, Metrics, Readiness},
     reconcile,
-    settings::{Images, Settings},
+    settings::{Images, Settings, WakeEndpoint},
+    wake::listener::{self, Wake},
 };
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -63,6 +67,15 @@ struct Args {
     identity: Option<String>,
     #[arg(long, env = "VNEST_LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,
+    /// Address of the wake endpoint (TLS): with `sleepMode.autoWakeup`, a sleeping cluster's
+    /// Service routes here and a connection wakes it. Absent: no wake endpoint, and Services
+    /// always select the control-plane pod.
+    #[arg(long, env = "VNEST_WAKE_ADDRESS", requires = "wake_advertise_ip")]
+    wake_address: Option<SocketAddr>,
+    /// IP the cluster reaches this operator at (its pod IP), written into the EndpointSlice of
+    /// a sleeping cluster's Service; not loopback (the API server refuses that).
+    #[arg(long, env = "VNEST_WAKE_ADVERTISE_IP", requires = "wake_address")]
+    wake_advertise_ip: Option<IpAddr>,
 }
 
 fn init_tracing(format: LogFormat) {
@@ -89,7 +102,7 @@ async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> 
     Ok(Client::try_from(config)?)
 }
 
-fn settings(args: &Args) -> Settings {
+fn settings(args: &Args, wake: Option<WakeEndpoint>) -> Settings {
     let mut images = Images::default();
     let overrides = [
         (&args.syncer_image, &mut images.syncer),
@@ -105,7 +118,37 @@ fn settings(args: &Args) -> Settings {
     Settings {
         images,
         cluster_domain: args.cluster_domain.clone(),
+        wake,
     }
+}
+
+/// Binds the wake listener when configured and starts serving it; returns where the cluster
+/// reaches it.
+async fn start_wake(
+    args: &Args,
+    client: &Client,
+    metrics: &Metrics,
+) -> anyhow::Result<Option<WakeEndpoint>> {
+    let (Some(address), Some(ip)) = (args.wake_address, args.wake_advertise_ip) else {
+        return Ok(None);
+    };
+    anyhow::ensure!(
+        !ip.is_loopback() && !ip.is_unspecified(),
+        "--wake-advertise-ip {ip}: an EndpointSlice cannot point at a loopback or unspecified address; use the pod IP"
+    );
+    let tcp = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("binding the wake endpoint on {address}"))?;
+    let port = tcp.local_addr()?.port();
+    info!(%address, advertise = %ip, port, "serving the wake endpoint");
+    let wake = Wake {
+        client: client.clone(),
+        metrics: metrics.clone(),
+        cluster_domain: args.cluster_domain.clone(),
+        namespaces: args.namespaces.clone(),
+    };
+    tokio::spawn(listener::serve(tcp, wake));
+    Ok(Some(WakeEndpoint { ip, port }))
 }
 
 #[tokio::main]
@@ -125,6 +168,8 @@ async fn main() -> anyhow::Result<()> {
         readiness.clone(),
     ));
 
+    let wake = start_wake(&args, &client, &metrics).await?;
+
     let election = (!args.no_leader_election).then(|| {
         LeaderElection::new(
             client.clone(),
@@ -143,7 +188,7 @@ async fn main() -> anyhow::Result<()> {
         args.namespaces.iter().cloned().map(Some).collect()
     };
     info!(?namespaces, identity = %identity, "starting controllers");
-    let settings = settings(&args);
+    let settings = settings(&args, wake);
     let controllers = futures::future::join_all(namespaces.into_iter().map(|ns| {
         reconcile::run(
             client.clone(),

@@ -32,6 +32,8 @@ pub struct Metrics {
     /// Wakes, by what ended the sleep (`Schedule`, `Request`, `Resumed`, `SleepModeRemoved`).
     pub wakes: IntCounterVec,
     pub auto_deletes: IntCounterVec,
+    /// Connections to the wake listener, by outcome (`Waking`, `Paused`, `Refused`, `Timeout`).
+    pub wake_connections: IntCounterVec,
 }
 
 impl Default for Metrics {
@@ -90,6 +92,14 @@ impl Default for Metrics {
             "vnest_auto_deletes_total",
             "VirtualClusters deleted by spec.autoDelete",
         );
+        let wake_connections = IntCounterVec::new(
+            Opts::new(
+                "vnest_wake_connections_total",
+                "Connections to the wake endpoint, by outcome",
+            ),
+            &["outcome"],
+        )
+        .unwrap();
         for collector in [
             Box::new(reconciles.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(reconcile_errors.clone()),
@@ -100,6 +110,7 @@ impl Default for Metrics {
             Box::new(sleeps.clone()),
             Box::new(wakes.clone()),
             Box::new(auto_deletes.clone()),
+            Box::new(wake_connections.clone()),
         ] {
             registry.register(collector).unwrap();
         }
@@ -120,6 +131,7 @@ impl Default for Metrics {
             sleeps,
             wakes,
             auto_deletes,
+            wake_connections,
         }
     }
 }

@@ -51,7 +51,7 @@ use crate::{
     metrics::{Metrics, Readiness},
     settings::Settings,
     status::{self, Observed},
-    template, validate,
+    template, validate, wake,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -369,6 +369,7 @@ async fn apply_children(
     names: &vnest_crds::meta::ChildNames,
     observed: &mut Observed,
     replicas: i32,
+    wake: Option<crate::settings::WakeEndpoint>,
 ) -> Result<(), String> {
     let namespace = vc.namespace().unwrap_or_default();
     let name = vc.name_any();
@@ -386,6 +387,7 @@ async fn apply_children(
         settings: &ctx.settings,
         certs: &certs,
         replicas,
+        wake,
     };
     observed.endpoint = desired::endpoint(&input);
     let state = desired::desired_state(&input);
@@ -558,7 +560,13 @@ async fn apply_all(original: &VirtualCluster, ctx: &Context) -> Result<Action, E
     }
     let asleep = matches!(decision.desired, Desired::Asleep { .. });
     let replicas = if asleep { 0 } else { 1 };
-    let mut apply_error = apply_children(ctx, vc, &names, &mut observed, replicas)
+    let auto_wakeup = policy.sleep.as_ref().is_some_and(|s| s.auto_wakeup);
+    let ready = statefulset_replicas(ctx, &namespace, &names.statefulset).map_or(0, |(_, r)| r);
+    let wake = ctx
+        .settings
+        .wake
+        .filter(|_| wake::routes_to_wake(auto_wakeup, asleep, ready));
+    let mut apply_error = apply_children(ctx, vc, &names, &mut observed, replicas, wake)
         .await
         .err();
     if apply_error.is_none() && asleep {

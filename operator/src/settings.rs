@@ -1,5 +1,7 @@
 //! Operator-wide settings that shape every VirtualCluster's objects (from flags/env).
 
+use std::net::IpAddr;
+
 /// Images the operator writes into StatefulSets when a spec names none.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Images {
@@ -34,6 +36,17 @@ pub struct Settings {
     pub images: Images,
     /// DNS suffix of the host cluster's Services, for certificate names.
     pub cluster_domain: String,
+    /// The operator's wake endpoint (`--wake-address`, `--wake-advertise-ip`); auto-wakeup
+    /// routes a sleeping cluster's Service to it. `None`: the Service always selects the pod.
+    pub wake: Option<WakeEndpoint>,
+}
+
+/// Where the operator's wake listener is reachable from inside the host cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WakeEndpoint {
+    /// The operator pod's IP (an EndpointSlice address: never loopback).
+    pub ip: IpAddr,
+    pub port: u16,
 }
 
 impl Default for Settings {
@@ -41,6 +54,7 @@ impl Default for Settings {
         Settings {
             images: Images::default(),
             cluster_domain: "cluster.local".into(),
+            wake: None,
         }
     }
 }

@@ -45,6 +45,25 @@ impl OperatorProcess {
         )
     }
 
+    /// Like [`OperatorProcess::start`], with extra command-line arguments.
+    pub fn start_with_args(
+        bed: &TestBed,
+        namespace: &str,
+        identity: &str,
+        metrics_port: u16,
+        args: &[String],
+    ) -> Self {
+        Self::start_binary(
+            &operator_binary(),
+            bed,
+            Some(namespace),
+            namespace,
+            identity,
+            metrics_port,
+            args,
+        )
+    }
+
     /// Like [`OperatorProcess::start`], with a given build of the operator (benchmarks use
     /// release), watching `watch` or every namespace, with its Lease in `lease_namespace`
     /// and `extra_args` (such as `--selector=...`).

@@ -121,10 +121,46 @@ fn chart_renders_a_leader_elected_operator_with_least_rbac() {
     assert!(find(&docs, "ServiceMonitor").is_none());
     assert!(find(&docs, "Service").is_some(), "the metrics Service");
 
-    // Explicit grants only: no wildcard verbs or resources.
+    // Cluster-wide, Leases and EndpointSlices only as the activity and leader Leases and the
+    // wake EndpointSlice need them: no deletecollection, no delete of Leases, no wildcards.
     let cluster_role: ClusterRole =
         serde_json::from_value(find(&docs, "ClusterRole").unwrap().clone()).unwrap();
     let rules = cluster_role.rules.unwrap_or_default();
+    let verbs_on = |resource: &str| -> Vec<String> {
+        rules
+            .iter()
+            .filter(|r| r.resources.iter().flatten().any(|res| res == resource))
+            .flat_map(|r| r.verbs.clone())
+            .collect()
+    };
+    assert_eq!(
+        verbs_on("leases"),
+        ["get", "list", "watch", "create", "update", "patch"],
+        "{rules:?}"
+    );
+    assert_eq!(
+        verbs_on("endpointslices"),
+        ["get", "list", "watch", "create", "patch", "delete"],
+        "{rules:?}"
+    );
+    let env = &pod["containers"][0]["env"];
+    assert!(
+        env.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "POD_IP"
+                && e["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"),
+        "{env}"
+    );
+    assert!(
+        args.contains(&"--wake-address=0.0.0.0:9443".to_string()),
+        "{args:?}"
+    );
+    assert!(
+        args.contains(&"--wake-advertise-ip=$(POD_IP)".to_string()),
+        "{args:?}"
+    );
+    assert_eq!(pod["containers"][0]["ports"][1]["name"], "wake");
     assert!(
         !rules.iter().any(|r| r.verbs.iter().any(|v| v == "*")
             || r.resources.iter().flatten().any(|res| res == "*")),

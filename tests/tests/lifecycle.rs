@@ -3,7 +3,9 @@
 //! other object (same UIDs) kept, and comes back on resume; a sleep schedule fires at its
 //! minute and the wake schedule a minute later; inactivity measured from the activity Lease
 //! puts it to sleep and a renewal wakes it; a TTL deletes it after a Warning event; an unknown
-//! time zone is refused with nothing changed.
+//! time zone is refused with nothing changed; with autoWakeup, a sleeping cluster's Service
+//! routes to the operator's wake endpoint, a request there wakes it, and the Service selects
+//! the pod again once it is Ready.
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -12,6 +14,7 @@ use k8s_openapi::{
         apps::v1::StatefulSet,
         coordination::v1::Lease,
         core::v1::{Event, PersistentVolumeClaim, Pod, Secret, Service},
+        discovery::v1::EndpointSlice,
     },
     jiff::Timestamp,
 };
@@ -617,5 +620,163 @@ async fn an_unknown_time_zone_is_refused_by_field_and_changes_nothing() {
     let after = statefulsets.get("vc").await.unwrap();
     assert_eq!(after.metadata.generation, before.metadata.generation);
     assert_eq!(after.spec.replicas, Some(1));
+    ns.delete(&client).await;
+}
+
+/// The `vc` Service's selector, and the addresses and port of the `vc-wake` EndpointSlice.
+async fn routing(client: &Client, n: &str) -> (bool, Option<(Vec<String>, Option<i32>)>) {
+    let svc = Api::<Service>::namespaced(client.clone(), n)
+        .get("vc")
+        .await
+        .unwrap();
+    let has_selector = svc.spec.and_then(|s| s.selector).is_some();
+    let slice = Api::<EndpointSlice>::namespaced(client.clone(), n)
+        .get_opt("vc-wake")
+        .await
+        .unwrap()
+        .map(|s| {
+            let addresses = s
+                .endpoints
+                .into_iter()
+                .flatten()
+                .flat_map(|e| e.addresses)
+                .collect();
+            let port = s.ports.unwrap_or_default().first().and_then(|p| p.port);
+            (addresses, port)
+        });
+    (has_selector, slice)
+}
+
+/// A request to the wake endpoint as a tenant's kubeconfig makes it: TLS to the server name
+/// `vc.<n>.svc`, verified with the virtual cluster's CA. Returns the response head and body.
+async fn request_via_wake_endpoint(client: &Client, n: &str, port: u16) -> (String, String) {
+    let certs = Api::<Secret>::namespaced(client.clone(), n)
+        .get("vc-certs")
+        .await
+        .unwrap();
+    let ca = certs.data.unwrap()["ca.crt"].0.clone();
+    let dir = std::env::temp_dir().join(format!("vnest-wake-{n}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca_file = dir.join("ca.crt");
+    std::fs::write(&ca_file, ca).unwrap();
+    let host = format!("vc.{n}.svc");
+    let out = tokio::process::Command::new("curl")
+        .args(["-s", "--max-time", "10", "-D", "-", "--cacert"])
+        .arg(&ca_file)
+        .arg("--resolve")
+        .arg(format!("{host}:{port}:127.0.0.1"))
+        .arg(format!("https://{host}:{port}/api/v1/namespaces"))
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| {
+        panic!(
+            "no HTTP response (curl {:?}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (head.to_string(), body.to_string())
+}
+
+#[tokio::test]
+async fn while_asleep_the_service_routes_to_the_wake_endpoint_and_a_request_there_wakes_it() {
+    let client = bed().host().await;
+    crd::install(&client).await;
+    let ns = TestNamespace::create(&client, "lc-wake").await;
+    let n = ns.name.as_str();
+    let wake_port = free_port();
+    // The EndpointSlice must carry a routable address; the test reaches the listener on loopback.
+    let operator = OperatorProcess::start_with_args(
+        bed(),
+        n,
+        "op-a",
+        free_port(),
+        &[
+            format!("--wake-address=127.0.0.1:{wake_port}"),
+            "--wake-advertise-ip=10.0.0.1".to_string(),
+        ],
+    );
+    provide_data_volume(&client, n, "vc").await;
+    create_virtual_cluster(
+        &client,
+        n,
+        "vc",
+        json!({ "sleepMode": { "afterInactivity": "10s", "autoWakeup": true } }),
+    )
+    .await;
+    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    let awake_routing = || async {
+        match routing(&client, n).await {
+            (true, None) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    };
+    wait::until(
+        "Service selects the pod",
+        Duration::from_secs(10),
+        awake_routing,
+    )
+    .await;
+
+    wait_vc(
+        &client,
+        n,
+        "phase Sleeping",
+        Duration::from_secs(30),
+        phase_is(Phase::Sleeping),
+    )
+    .await;
+    assert_eq!(statefulset_replicas(&client, n).await, 0);
+    wait::until(
+        "Service routed to the wake endpoint",
+        Duration::from_secs(10),
+        || async {
+            match routing(&client, n).await {
+                (false, Some((addresses, port)))
+                    if addresses == ["10.0.0.1"] && port == Some(i32::from(wake_port)) =>
+                {
+                    Ok(())
+                }
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (head, body) = request_via_wake_endpoint(&client, n, wake_port).await;
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+    assert!(head.lines().any(|l| l == "Retry-After: 5"), "{head}");
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["kind"], "Status", "{body}");
+    assert_eq!(status["reason"], "ServiceUnavailable");
+
+    wait_vc(
+        &client,
+        n,
+        "awake after the request",
+        Duration::from_secs(15),
+        |vc| match sleeping_reason(vc) {
+            (status, _) if status == "False" => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    )
+    .await;
+    assert_eq!(statefulset_replicas(&client, n).await, 1);
+    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    wait::until(
+        "Service selects the pod again",
+        Duration::from_secs(15),
+        awake_routing,
+    )
+    .await;
+    metric_line(&operator, "vnest_wakes_total{reason=\"Request\"} 1").await;
+    metric_line(
+        &operator,
+        "vnest_wake_connections_total{outcome=\"Waking\"} 1",
+    )
+    .await;
     ns.delete(&client).await;
 }

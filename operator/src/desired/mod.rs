@@ -15,6 +15,7 @@ use k8s_openapi::{
         apps::v1::StatefulSet,
         coordination::v1::Lease,
         core::v1::{LimitRange, ResourceQuota, Secret, Service, ServiceAccount},
+        discovery::v1::EndpointSlice,
         networking::v1::NetworkPolicy,
         rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
     },
@@ -27,7 +28,10 @@ use vnest_crds::{
     meta::{self, ChildNames},
 };
 
-use crate::{certs::Certs, settings::Settings};
+use crate::{
+    certs::Certs,
+    settings::{Settings, WakeEndpoint},
+};
 
 pub use network::endpoint;
 pub use secrets::server_sans;
@@ -47,10 +51,11 @@ pub enum ChildKind {
     LimitRange,
     NetworkPolicy,
     Lease,
+    EndpointSlice,
 }
 
 impl ChildKind {
-    pub const ALL: [ChildKind; 12] = [
+    pub const ALL: [ChildKind; 13] = [
         ChildKind::ServiceAccount,
         ChildKind::Role,
         ChildKind::RoleBinding,
@@ -63,6 +68,7 @@ impl ChildKind {
         ChildKind::LimitRange,
         ChildKind::NetworkPolicy,
         ChildKind::Lease,
+        ChildKind::EndpointSlice,
     ];
 
     pub fn api_resource(self) -> ApiResource {
@@ -79,6 +85,7 @@ impl ChildKind {
             ChildKind::LimitRange => ApiResource::erase::<LimitRange>(&()),
             ChildKind::NetworkPolicy => ApiResource::erase::<NetworkPolicy>(&()),
             ChildKind::Lease => ApiResource::erase::<Lease>(&()),
+            ChildKind::EndpointSlice => ApiResource::erase::<EndpointSlice>(&()),
         }
     }
 
@@ -117,6 +124,9 @@ pub struct Input<'a> {
     pub certs: &'a Certs,
     /// Replicas of the StatefulSet: 1 when awake, 0 while sleeping or paused.
     pub replicas: i32,
+    /// Set while the `<name>` Service routes to the operator's wake endpoint instead of the
+    /// control-plane pod (see `crate::wake::routes_to_wake`).
+    pub wake: Option<WakeEndpoint>,
 }
 
 impl Input<'_> {
@@ -232,6 +242,11 @@ pub fn desired_state(input: &Input) -> DesiredState {
             names.control_plane_network_policy.clone(),
             network::control_plane_policy(input, &names),
         ),
+        (
+            ChildKind::EndpointSlice,
+            network::wake_slice_name(input.name),
+            network::wake_endpoint_slice(input, &names),
+        ),
     ];
     for (kind, name, child) in optional {
         match child {
@@ -267,6 +282,7 @@ pub(crate) mod test_support {
             settings: &SETTINGS,
             certs: &CERTS,
             replicas: 1,
+            wake: None,
         }
     }
 
@@ -363,7 +379,11 @@ mod tests {
         assert!(find(&state, ChildKind::LimitRange, "vc-team-alpha").is_some());
         assert!(find(&state, ChildKind::NetworkPolicy, "vc-work-team-alpha").is_some());
         assert!(find(&state, ChildKind::NetworkPolicy, "vc-cp-team-alpha").is_some());
-        assert!(state.absent.is_empty(), "{:?}", state.absent);
+        // Only the wake EndpointSlice, which exists while asleep.
+        assert_eq!(
+            state.absent,
+            vec![(ChildKind::EndpointSlice, "team-alpha-wake".to_string())]
+        );
         assert_eq!(
             state.namespace_labels["pod-security.kubernetes.io/enforce"],
             "restricted"

@@ -22,11 +22,17 @@ pub fn services(input: &Input, names: &ChildNames) -> Vec<Child> {
     let config = &input.spec.control_plane.service;
     let ports =
         json!([{ "name": "https", "port": 443, "targetPort": PROXY_PORT, "protocol": "TCP" }]);
+    let mut spec = json!({ "type": config.spec.type_, "ports": ports });
+    // Without a selector the EndpointSlice controller leaves the Service alone and
+    // [`wake_endpoint_slice`] gives it its one endpoint.
+    if input.wake.is_none() {
+        spec["selector"] = json!(input.pod_selector());
+    }
     let mut service = input.child(
         ChildKind::Service,
         &names.service,
         "control-plane",
-        json!({ "spec": { "type": config.spec.type_, "ports": ports, "selector": input.pod_selector() } }),
+        json!({ "spec": spec }),
     );
     let metadata = &mut service.object["metadata"];
     if let Some(labels) = metadata["labels"].as_object_mut() {
@@ -50,6 +56,38 @@ pub fn services(input: &Input, names: &ChildNames) -> Vec<Child> {
     );
     vec![service, headless]
 }
+
+/// Name of the EndpointSlice that routes the `<name>` Service to the wake endpoint.
+pub fn wake_slice_name(name: &str) -> String {
+    format!("{name}-wake")
+}
+
+/// While [`Input::wake`] is set: the `<name>` Service's endpoint, the operator's wake
+/// listener. Its port is named like the Service's, which is how a proxy matches them.
+pub fn wake_endpoint_slice(input: &Input, names: &ChildNames) -> Option<Child> {
+    let wake = input.wake?;
+    let address_type = if wake.ip.is_ipv4() { "IPv4" } else { "IPv6" };
+    let mut slice = input.child(
+        ChildKind::EndpointSlice,
+        &wake_slice_name(input.name),
+        "wake",
+        json!({
+            "addressType": address_type,
+            "endpoints": [{ "addresses": [wake.ip.to_string()], "conditions": { "ready": true } }],
+            "ports": [{ "name": "https", "port": wake.port, "protocol": "TCP" }],
+        }),
+    );
+    if let Some(labels) = slice.object["metadata"]["labels"].as_object_mut() {
+        labels.insert(SERVICE_NAME_LABEL.into(), json!(names.service));
+        labels.insert(SLICE_MANAGED_BY_LABEL.into(), json!(meta::OPERATOR_MANAGER));
+    }
+    Some(slice)
+}
+
+/// The label tying an EndpointSlice to its Service.
+const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// Tells the EndpointSlice controllers the slice is not theirs.
+const SLICE_MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
 
 fn synced_workloads(input: &Input) -> Value {
     json!({ "matchLabels": { meta::LABEL_SYNCER_MANAGED_BY: input.name } })
@@ -136,6 +174,66 @@ mod tests {
             .unwrap()
             .object;
         assert_eq!(headless["spec"]["clusterIP"], "None");
+    }
+
+    #[test]
+    fn while_waking_the_service_has_no_selector_and_one_slice_points_at_the_operator() {
+        let spec = spec_from_yaml("sleepMode: {afterInactivity: 60}");
+        let mut i = input(&spec);
+        i.replicas = 0;
+        i.wake = Some(crate::settings::WakeEndpoint {
+            ip: "10.0.0.1".parse().unwrap(),
+            port: 9443,
+        });
+        let state = desired_state(&i);
+        let svc = &find(&state, ChildKind::Service, "team-alpha")
+            .unwrap()
+            .object;
+        assert!(svc["spec"].get("selector").is_none(), "{svc}");
+        assert_eq!(svc["spec"]["ports"][0]["name"], "https");
+        let headless = &find(&state, ChildKind::Service, "team-alpha-headless")
+            .unwrap()
+            .object;
+        assert_eq!(headless["spec"]["selector"]["release"], "team-alpha");
+        let slice = &find(&state, ChildKind::EndpointSlice, "team-alpha-wake")
+            .unwrap()
+            .object;
+        assert_eq!(slice["apiVersion"], "discovery.k8s.io/v1");
+        assert_eq!(
+            slice["metadata"]["labels"]["kubernetes.io/service-name"],
+            "team-alpha"
+        );
+        assert_eq!(
+            slice["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"],
+            "vnest-operator"
+        );
+        assert_eq!(slice["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+        assert_eq!(slice["addressType"], "IPv4");
+        assert_eq!(slice["endpoints"][0]["addresses"][0], "10.0.0.1");
+        assert_eq!(
+            slice["ports"][0],
+            json!({ "name": "https", "port": 9443, "protocol": "TCP" })
+        );
+        assert!(
+            state
+                .absent
+                .iter()
+                .all(|(k, _)| *k != ChildKind::EndpointSlice)
+        );
+
+        // Awake again: the selector is back and the slice is to be removed.
+        i.wake = None;
+        let state = desired_state(&i);
+        let svc = &find(&state, ChildKind::Service, "team-alpha")
+            .unwrap()
+            .object;
+        assert_eq!(svc["spec"]["selector"]["release"], "team-alpha");
+        assert!(find(&state, ChildKind::EndpointSlice, "team-alpha-wake").is_none());
+        assert!(
+            state
+                .absent
+                .contains(&(ChildKind::EndpointSlice, "team-alpha-wake".into()))
+        );
     }
 
     #[test]
