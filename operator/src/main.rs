@@ -42,6 +42,9 @@ struct Args {
     /// between operator installations; all when absent.
     #[arg(long, env = "VNEST_SELECTOR")]
     selector: Option<String>,
+    /// VirtualClusters reconciled at once, per watched namespace.
+    #[arg(long, env = "VNEST_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    concurrency: u16,
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, env = "VNEST_METRICS_ADDRESS", default_value = "127.0.0.1:8080")]
     metrics_address: SocketAddr,
@@ -195,8 +198,11 @@ async fn main() -> anyhow::Result<()> {
             settings.clone(),
             metrics.clone(),
             readiness.clone(),
-            ns,
-            args.selector.clone(),
+            reconcile::Scope {
+                namespace: ns,
+                selector: args.selector.clone(),
+                concurrency: args.concurrency,
+            },
             &identity,
         )
     }));

@@ -817,15 +817,31 @@ fn error_policy(vc: Arc<VirtualCluster>, error: &Error, ctx: Arc<Context>) -> Ac
 
 /// Runs the controller over `namespace` (or all) for the VirtualClusters matching `selector`
 /// (or all) until shutdown.
+/// Which VirtualClusters one controller reconciles, and how many at once.
+#[derive(Clone, Debug)]
+pub struct Scope {
+    /// One namespace, or all.
+    pub namespace: Option<String>,
+    /// A label selector on VirtualClusters, or all.
+    pub selector: Option<String>,
+    /// Reconciles in flight at most (each sends several requests; unbounded, a thousand new
+    /// VirtualClusters would flood the API server and the operator's memory at once).
+    pub concurrency: u16,
+}
+
 pub async fn run(
     client: Client,
     settings: Settings,
     metrics: Metrics,
     readiness: Readiness,
-    namespace: Option<String>,
-    selector: Option<String>,
+    scope: Scope,
     identity: &str,
 ) {
+    let Scope {
+        namespace,
+        selector,
+        concurrency,
+    } = scope;
     let (stores, streams) = ChildStores::start(&client, namespace.as_deref());
     let ns_writer = reflector::store::Writer::<PartialObjectMeta<Namespace>>::default();
     let namespaces = ns_writer.as_reader();
@@ -933,6 +949,7 @@ pub async fn run(
     };
     tokio::spawn(ready_signal);
     controller
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
