@@ -122,6 +122,24 @@ impl TestBed {
     }
 }
 
+/// A workspace binary the test command built: `$<env_override>` if set, else
+/// `target/debug/<name>` (honouring `CARGO_TARGET_DIR`).
+pub fn workspace_binary(name: &str, env_override: &str) -> PathBuf {
+    if let Ok(path) = std::env::var(env_override) {
+        return PathBuf::from(path);
+    }
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo_root().join("target"));
+    let path = target.join("debug").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first (hack/test.sh does)",
+        path.display()
+    );
+    path
+}
+
 /// A kubeconfig file authenticating as ServiceAccount `namespace/name` of the host with a
 /// fresh token (waits for the ServiceAccount to exist, as a new namespace's `default` may not).
 pub async fn service_account_kubeconfig(namespace: &str, name: &str) -> PathBuf {

@@ -10,7 +10,7 @@ use kube::{
 use serde_json::{Value, json};
 use vnest_crds::VirtualCluster;
 
-use crate::wait;
+use crate::{OperatorProcess, TestNamespace, bed, crd, wait};
 
 /// Creates VirtualCluster `name` in `namespace` with `spec` (JSON, as a user would write it).
 pub async fn create_virtual_cluster(
@@ -102,4 +102,24 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("free port")
+}
+
+/// A test's host client, its own namespace, and an operator watching only that namespace.
+pub struct Setup {
+    pub client: Client,
+    pub ns: TestNamespace,
+    pub operator: OperatorProcess,
+}
+
+/// The CRDs installed, a namespace `<prefix>-…` and an operator `op-a` for it.
+pub async fn setup(prefix: &str) -> Setup {
+    let client = bed().host().await;
+    crd::install(&client).await;
+    let ns = TestNamespace::create(&client, prefix).await;
+    let operator = OperatorProcess::start(bed(), &ns.name, "op-a", free_port());
+    Setup {
+        client,
+        ns,
+        operator,
+    }
 }

@@ -5,23 +5,11 @@ use std::{
     process::{Child, Command, Stdio},
 };
 
-use crate::bed::{TestBed, repo_root};
+use crate::bed::{TestBed, workspace_binary};
 
 /// `target/<profile>/vnest-operator`, built by the test command before the tests run.
 pub fn operator_binary() -> PathBuf {
-    if let Ok(path) = std::env::var("VNEST_OPERATOR_BIN") {
-        return PathBuf::from(path);
-    }
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| repo_root().join("target"));
-    let path = target.join("debug/vnest-operator");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build -p vnest-operator` first (hack/test.sh does)",
-        path.display()
-    );
-    path
+    workspace_binary("vnest-operator", "VNEST_OPERATOR_BIN")
 }
 
 /// A running operator; killed when dropped.

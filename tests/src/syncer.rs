@@ -16,25 +16,13 @@ use kube::{Api, Client};
 use vnest_crds::meta::SYNCER_CONFIG_KEY;
 
 use crate::{
-    bed::{bed, repo_root, service_account_kubeconfig},
+    bed::{bed, service_account_kubeconfig, workspace_binary},
     wait,
 };
 
 /// `$VNEST_SYNCER_BIN`, or `target/debug/vnest-syncer` built by the test command.
 pub fn syncer_binary() -> PathBuf {
-    if let Ok(path) = std::env::var("VNEST_SYNCER_BIN") {
-        return PathBuf::from(path);
-    }
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| repo_root().join("target"));
-    let path = target.join("debug/vnest-syncer");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build -p vnest-syncer` first",
-        path.display()
-    );
-    path
+    workspace_binary("vnest-syncer", "VNEST_SYNCER_BIN")
 }
 
 /// A running syncer; killed when dropped, its log printed if the test is failing.

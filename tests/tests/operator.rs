@@ -17,7 +17,7 @@ use k8s_openapi::api::{
     rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
 };
 use kube::{
-    Api, Client, ResourceExt,
+    Api, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
@@ -25,30 +25,13 @@ use vnest_crds::{Phase, SyncerConfig, VirtualCluster};
 use vnest_tests::{
     OperatorProcess, TestNamespace, bed, crd,
     fixtures::{
-        create_virtual_cluster, free_port, patch_spec, provide_data_volume, wait_condition,
+        Setup, create_virtual_cluster, free_port, patch_spec, provide_data_volume, setup,
+        wait_condition,
     },
     wait,
 };
 
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
-
-struct Setup {
-    client: Client,
-    ns: TestNamespace,
-    operator: OperatorProcess,
-}
-
-async fn setup(prefix: &str) -> Setup {
-    let client = bed().host().await;
-    crd::install(&client).await;
-    let ns = TestNamespace::create(&client, prefix).await;
-    let operator = OperatorProcess::start(bed(), &ns.name, "op-a", free_port());
-    Setup {
-        client,
-        ns,
-        operator,
-    }
-}
 
 fn secret_text(secret: &Secret, key: &str) -> String {
     let data = secret

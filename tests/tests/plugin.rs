@@ -13,21 +13,14 @@ use serde_json::json;
 use vnest_crds::VirtualCluster;
 use vnest_tests::{
     OperatorProcess, TestNamespace, bed,
-    bed::{repo_root, service_account_kubeconfig},
+    bed::{service_account_kubeconfig, workspace_binary},
     crd,
     fixtures::{create_virtual_cluster, free_port, provide_data_volume, wait_condition},
 };
 
 fn plugin_dir() -> PathBuf {
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| repo_root().join("target"));
-    let dir = target.join("debug");
-    assert!(
-        dir.join("kubectl-vnest").exists(),
-        "run `cargo build -p kubectl-vnest` first (hack/test.sh does)"
-    );
-    dir
+    let binary = workspace_binary("kubectl-vnest", "VNEST_KUBECTL_VNEST_BIN");
+    binary.parent().unwrap().to_path_buf()
 }
 
 /// `kubectl vnest <args>` through the real kubectl, the plugin on its PATH.
