@@ -8,12 +8,20 @@ pub mod pods;
 pub mod secrets;
 pub mod services;
 
-use kube::{Api, Resource, ResourceExt, api::Patch, api::PatchParams};
+use kube::{
+    Api, Resource, ResourceExt,
+    api::{Patch, PatchParams},
+    runtime::reflector::Store,
+};
 use serde::{Serialize, de::DeserializeOwned};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::{diff::covers, engine::Ctx, translate::pod_security};
+use crate::{
+    diff::covers,
+    engine::{Ctx, Key},
+    translate::pod_security,
+};
 
 /// Whether a virtual pod is one the syncer copies (it meets the Pod Security Standard), so
 /// the objects it uses are needed on the host.
@@ -22,6 +30,22 @@ fn is_synced(ctx: &Ctx, pod: &Pod) -> bool {
         (Some(level), Some(spec)) => pod_security::check(spec, level).is_ok(),
         _ => true,
     }
+}
+
+/// Whether some synced virtual pod in `pods` uses `virt` (per `uses`), so its host copy is
+/// needed; waits for the pod cache's first list.
+async fn used_by_a_synced_pod<K: Resource>(
+    ctx: &Ctx,
+    pods: &Store<Pod>,
+    virt: &K,
+    uses: fn(&Pod) -> Vec<Key>,
+) -> anyhow::Result<bool> {
+    pods.wait_until_ready().await?;
+    let key = (virt.namespace().unwrap_or_default(), virt.name_any());
+    Ok(pods
+        .state()
+        .iter()
+        .any(|p| is_synced(ctx, p) && uses(p).contains(&key)))
 }
 
 /// Whether the host copy's metadata already has every label and annotation we set.

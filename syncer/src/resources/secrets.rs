@@ -3,7 +3,7 @@
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::{ResourceExt, runtime::reflector::Store};
 
-use super::{is_synced, metadata_covers};
+use super::{metadata_covers, used_by_a_synced_pod};
 use crate::{
     engine::{Ctx, Decision, Key, Syncer},
     translate::{pod::references, secret::host_secret},
@@ -32,17 +32,10 @@ impl Syncer for Secrets {
     }
 
     async fn desired(&self, ctx: &Ctx, virt: &Secret) -> anyhow::Result<Decision<Secret>> {
-        if !ctx.config.sync.to_host.secrets.all {
-            self.pods.wait_until_ready().await?;
-            let key = (virt.namespace().unwrap_or_default(), virt.name_any());
-            if !self
-                .pods
-                .state()
-                .iter()
-                .any(|p| is_synced(ctx, p) && used_by(p).contains(&key))
-            {
-                return Ok(Decision::Skip);
-            }
+        if !ctx.config.sync.to_host.secrets.all
+            && !used_by_a_synced_pod(ctx, &self.pods, virt, used_by).await?
+        {
+            return Ok(Decision::Skip);
         }
         Ok(Decision::Sync(host_secret(virt, &ctx.target)))
     }

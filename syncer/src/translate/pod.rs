@@ -60,6 +60,14 @@ pub fn references(spec: &PodSpec) -> References {
     }
 }
 
+/// Init containers, then containers.
+fn containers_mut(spec: &mut PodSpec) -> impl Iterator<Item = &mut Container> {
+    spec.init_containers
+        .iter_mut()
+        .flatten()
+        .chain(spec.containers.iter_mut())
+}
+
 /// Calls the visitors on every ConfigMap, Secret and PVC name in `spec`, letting them rewrite.
 fn walk_references(
     spec: &mut PodSpec,
@@ -110,11 +118,7 @@ fn walk_references(
             }
         }
     }
-    let containers = spec
-        .init_containers
-        .iter_mut()
-        .flatten()
-        .chain(spec.containers.iter_mut());
+    let containers = containers_mut(spec);
     for c in containers {
         for env in c.env.iter_mut().flatten() {
             if let Some(from) = &mut env.value_from {
@@ -174,11 +178,7 @@ fn rewrite_downward_api(spec: &mut PodSpec) {
             }
         }
     }
-    let containers = spec
-        .init_containers
-        .iter_mut()
-        .flatten()
-        .chain(spec.containers.iter_mut());
+    let containers = containers_mut(spec);
     for env in containers.flat_map(|c| c.env.iter_mut().flatten()) {
         if let Some(f) = env.value_from.as_mut().and_then(|v| v.field_ref.as_mut()) {
             rewrite_field_path(&mut f.field_path);
@@ -297,12 +297,7 @@ pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
         );
     }
     if let Some((ip, port)) = &env.api_service {
-        for c in spec
-            .init_containers
-            .iter_mut()
-            .flatten()
-            .chain(spec.containers.iter_mut())
-        {
+        for c in containers_mut(&mut spec) {
             point_at_virtual_api(c, ip, *port);
         }
     }
