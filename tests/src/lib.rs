@@ -6,6 +6,7 @@ pub mod bed;
 pub mod crd;
 pub mod fixtures;
 pub mod operator;
+pub mod scrape;
 pub mod syncer;
 pub mod wait;
 

@@ -5,7 +5,10 @@ use std::{
     process::{Child, Command, Stdio},
 };
 
-use crate::bed::{TestBed, workspace_binary};
+use crate::{
+    bed::{TestBed, workspace_binary},
+    scrape,
+};
 
 /// `target/<profile>/vnest-operator`, built by the test command before the tests run.
 pub fn operator_binary() -> PathBuf {
@@ -125,29 +128,12 @@ impl OperatorProcess {
 
     /// The operator's `/metrics` text.
     pub async fn metrics(&self) -> Result<String, String> {
-        let out = tokio::process::Command::new("curl")
-            .args([
-                "-sf",
-                &format!("http://127.0.0.1:{}/metrics", self.metrics_port),
-            ])
-            .output()
-            .await
-            .map_err(|e| e.to_string())?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err("metrics not served".into())
-        }
+        scrape::get(self.metrics_port, "/metrics").await
     }
 
     /// Sum of a counter over all its label sets, e.g. `vnest_api_writes_total`.
     pub async fn counter(&self, name: &str) -> Result<f64, String> {
-        let text = self.metrics().await?;
-        Ok(text
-            .lines()
-            .filter(|l| l.starts_with(name) && !l.starts_with('#'))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .fold(0.0, |total, v| total + v))
+        Ok(scrape::counter(&self.metrics().await?, name))
     }
 }
 

@@ -17,7 +17,7 @@ use vnest_crds::meta::SYNCER_CONFIG_KEY;
 
 use crate::{
     bed::{bed, service_account_kubeconfig, workspace_binary},
-    wait,
+    scrape, wait,
 };
 
 /// `$VNEST_SYNCER_BIN`, or `target/debug/vnest-syncer` built by the test command.
@@ -129,29 +129,12 @@ impl SyncerProcess {
 
     /// `/metrics`, `/readyz` or `/healthz`; the body, or why not.
     pub async fn get(&self, path: &str) -> Result<String, String> {
-        let out = tokio::process::Command::new("curl")
-            .args([
-                "-sf",
-                &format!("http://127.0.0.1:{}{path}", self.metrics_port),
-            ])
-            .output()
-            .await
-            .map_err(|e| e.to_string())?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(format!("{path} not served"))
-        }
+        scrape::get(self.metrics_port, path).await
     }
 
     /// Sum of a counter over all its label sets.
     pub async fn counter(&self, name: &str) -> Result<f64, String> {
-        let text = self.get("/metrics").await?;
-        Ok(text
-            .lines()
-            .filter(|l| l.starts_with(name) && !l.starts_with('#'))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum())
+        Ok(scrape::counter(&self.get("/metrics").await?, name))
     }
 }
 
