@@ -940,14 +940,11 @@ pub async fn run(
             controller = controller.owns_stream_with(stream, ar);
         }
     }
-    let ready_signal = {
-        async move {
-            caches_ready.await;
-            readiness.set_ready();
-            info!("caches synced");
-        }
-    };
-    tokio::spawn(ready_signal);
+    tokio::spawn(async move {
+        caches_ready.await;
+        readiness.set_ready();
+        info!("caches synced");
+    });
     controller
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .shutdown_on_signal()
