@@ -83,7 +83,9 @@ impl ChildStores {
                     o.types = Some(types.clone());
                 })
                 .reflect(writer)
-                .applied_objects();
+                // Deletions too: a child someone deleted must trigger its owner's reconcile,
+                // not wait for an unrelated event or the periodic resync.
+                .touched_objects();
             stores.insert(kind, reader);
             streams.push((kind, stream.boxed()));
         }
