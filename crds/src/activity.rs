@@ -3,7 +3,7 @@
 //! Contract: a `coordination.k8s.io/v1` Lease named [`lease_name`] (`<vc>-activity`) in the
 //! VirtualCluster's namespace. The operator creates it, owned by the VirtualCluster, and never
 //! writes its `spec`. The syncer's proxy sets `spec.renewTime` to the time of a tenant
-//! request, at most once per [`RENEW_INTERVAL`] (see [`needs_renewal`], [`renewal`]), with
+//! request, at most once per [`RENEW_INTERVAL`] (see [`wait_before_renewal`], [`renewal`]), with
 //! its Role allowing `get`/`patch`/`update` on that one Lease. The operator watches the Lease
 //! (so a renewal costs one watch event, no polling) and copies `renewTime` into
 //! `status.lastActivityTime`.
@@ -35,13 +35,14 @@ pub fn last_activity(lease: &Lease) -> Option<Timestamp> {
     lease.spec.as_ref()?.renew_time.as_ref().map(|t| t.0)
 }
 
-/// Whether a request at `now` must be written, given the `renewTime` last written.
-pub fn needs_renewal(last: Option<Timestamp>, now: Timestamp) -> bool {
-    last.is_none_or(|last| {
-        now.duration_since(last)
-            .try_into()
-            .is_ok_and(|elapsed: Duration| elapsed >= RENEW_INTERVAL)
-    })
+/// How long a renewal for a request at `now` must wait, `last` being the `renewTime` last
+/// written: zero once [`RENEW_INTERVAL`] has passed (a clock behind `last` waits it whole).
+pub fn wait_before_renewal(last: Option<Timestamp>, now: Timestamp) -> Duration {
+    let Some(last) = last else {
+        return Duration::ZERO;
+    };
+    let elapsed: Duration = now.duration_since(last).try_into().unwrap_or_default();
+    RENEW_INTERVAL.saturating_sub(elapsed)
 }
 
 /// The merge patch that records activity at `at`.
@@ -58,12 +59,20 @@ mod tests {
     }
 
     #[test]
+    fn the_first_renewal_goes_out_at_once() {
+        assert_eq!(wait_before_renewal(None, at(100)), Duration::ZERO);
+    }
+
+    #[test]
     fn renewals_are_at_most_every_thirty_seconds() {
-        assert!(needs_renewal(None, at(100)));
-        assert!(!needs_renewal(Some(at(100)), at(129)));
-        assert!(needs_renewal(Some(at(100)), at(130)));
-        // A clock behind the recorded time does not write.
-        assert!(!needs_renewal(Some(at(100)), at(90)));
+        assert_eq!(
+            wait_before_renewal(Some(at(100)), at(110)),
+            Duration::from_secs(20)
+        );
+        assert_eq!(wait_before_renewal(Some(at(100)), at(130)), Duration::ZERO);
+        assert_eq!(wait_before_renewal(Some(at(100)), at(500)), Duration::ZERO);
+        // A clock behind the recorded time waits the whole interval.
+        assert_eq!(wait_before_renewal(Some(at(100)), at(90)), RENEW_INTERVAL);
     }
 
     /// What the syncer writes is what the operator reads.

@@ -5,6 +5,7 @@ pub mod controllers;
 pub mod diff;
 pub mod engine;
 pub mod metrics;
+pub mod proxy;
 pub mod resources;
 pub mod server;
 pub mod translate;

@@ -12,11 +12,11 @@ use anyhow::Context as _;
 use clap::Parser;
 use kube::{
     Client, Config,
-    config::{KubeConfigOptions, Kubeconfig},
+    config::{AuthInfo, KubeConfigOptions, Kubeconfig},
     runtime::events::{Recorder, Reporter},
 };
 use vnest_crds::SyncerConfig;
-use vnest_syncer::{controllers, engine::Ctx, metrics::Metrics, server, translate::Target};
+use vnest_syncer::{controllers, engine::Ctx, metrics::Metrics, proxy, server, translate::Target};
 
 /// Syncs a virtual cluster's workloads into its host namespace.
 #[derive(Parser, Debug)]
@@ -55,22 +55,46 @@ struct Args {
         default_value = "127.0.0.1:8081"
     )]
     metrics_address: SocketAddr,
-    /// Serving certificate folder (`<name>-certs`), for the API proxy, which this build does
-    /// not serve yet; accepted so the StatefulSet's arguments parse.
+    /// Address of the API proxy the tenant's kubeconfig points at (the StatefulSet serves
+    /// it on all of the pod's addresses, so the Service and port-forwarding both reach it).
+    #[arg(
+        long,
+        env = "VNEST_SYNCER_PROXY_ADDRESS",
+        default_value = "127.0.0.1:8443"
+    )]
+    proxy_address: SocketAddr,
+    /// The mounted `<name>-certs` Secret: the proxy's serving certificate and the CA its
+    /// client certificates are verified against.
     #[arg(long, default_value = "/etc/vnest/certs")]
     certs_dir: PathBuf,
 }
 
-async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
+async fn client_config(kubeconfig: Option<&Path>) -> anyhow::Result<Config> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path)
                 .with_context(|| format!("failed to read {}", path.display()))?;
             Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?
         }
         None => Config::incluster().context("failed to load the in-cluster config")?,
+    })
+}
+
+/// The proxy's clients: no retries of their own, and for the virtual API server one
+/// without credentials that bearer tokens pass through.
+fn upstreams(host: &Config, virt: &Config) -> anyhow::Result<proxy::Upstreams> {
+    let once = |config: &Config| {
+        let mut config = config.clone();
+        config.default_retry = false;
+        Client::try_from(config)
     };
-    Ok(Client::try_from(config)?)
+    let mut anonymous = virt.clone();
+    anonymous.auth_info = AuthInfo::default();
+    Ok(proxy::Upstreams {
+        admin: once(virt)?,
+        anonymous: once(&anonymous)?,
+        host: once(host)?,
+    })
 }
 
 fn read_config(args: &Args) -> anyhow::Result<SyncerConfig> {
@@ -97,9 +121,12 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let config = read_config(&args)?;
-    let host = client(args.host_kubeconfig.as_deref()).await?;
-    let virt = client(Some(&args.virtual_kubeconfig)).await?;
-    tracing::info!(vc = %config.name, host_namespace = %config.host_namespace, certs = %args.certs_dir.display(), "starting");
+    let host_config = client_config(args.host_kubeconfig.as_deref()).await?;
+    let virtual_config = client_config(Some(&args.virtual_kubeconfig)).await?;
+    let upstreams = upstreams(&host_config, &virtual_config)?;
+    let host = Client::try_from(host_config)?;
+    let virt = Client::try_from(virtual_config)?;
+    tracing::info!(vc = %config.name, host_namespace = %config.host_namespace, proxy = %args.proxy_address, "starting");
     let reporter = Reporter {
         controller: "vnest-syncer".into(),
         instance: std::env::var("POD_NAME").ok(),
@@ -122,9 +149,11 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     });
+    let proxy = proxy::serve(args.proxy_address, &args.certs_dir, ctx.clone(), upstreams);
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         () = controllers::run(ctx) => anyhow::bail!("a sync engine stopped"),
+        result = proxy => result.context("the API proxy stopped")?,
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; stopping"),
         _ = terminate.recv() => tracing::info!("terminated; stopping"),
     }

@@ -10,6 +10,8 @@ pub struct Metrics {
     /// Writes to the host API, by resource kind (the benchmark's writes per object and the
     /// "nothing written while idle" check read it).
     pub host_writes: IntCounterVec,
+    /// Requests the API proxy answered, by route (`virtual`, `host_pod`, `local`) and code.
+    pub proxy_requests: IntCounterVec,
 }
 
 impl Metrics {
@@ -31,7 +33,15 @@ impl Metrics {
             &["resource"],
         )
         .expect("valid metric definition");
-        for metric in [&reconcile_errors, &host_writes] {
+        let proxy_requests = IntCounterVec::new(
+            Opts::new(
+                "vnest_syncer_proxy_requests_total",
+                "Requests the API proxy answered, by route and HTTP status code",
+            ),
+            &["route", "code"],
+        )
+        .expect("valid metric definition");
+        for metric in [&reconcile_errors, &host_writes, &proxy_requests] {
             registry
                 .register(Box::new(metric.clone()))
                 .expect("metric registered once");
@@ -40,6 +50,7 @@ impl Metrics {
             registry,
             reconcile_errors,
             host_writes,
+            proxy_requests,
         }
     }
 

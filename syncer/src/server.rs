@@ -1,9 +1,6 @@
 //! `/metrics`, `/healthz` and `/readyz` (ready once every engine's caches are synced).
 
-use std::{
-    net::SocketAddr,
-    sync::{Arc, atomic::Ordering},
-};
+use std::{net::SocketAddr, sync::Arc};
 
 use axum::{Router, extract::State, http::StatusCode, routing::get};
 
@@ -19,7 +16,7 @@ pub async fn serve(address: SocketAddr, ctx: Arc<Ctx>) -> anyhow::Result<()> {
         .route(
             "/readyz",
             get(|State(ctx): State<Arc<Ctx>>| async move {
-                if ctx.unsynced.load(Ordering::SeqCst) == 0 {
+                if ctx.synced() {
                     (StatusCode::OK, "ok")
                 } else {
                     (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")

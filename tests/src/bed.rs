@@ -108,9 +108,14 @@ impl TestBed {
 
     /// Runs the bed's kubectl against the host; returns stdout, or stderr as the error.
     pub fn kubectl(&self, args: &[&str]) -> Result<String, String> {
+        self.kubectl_with(&self.host_kubeconfig(), args)
+    }
+
+    /// Runs the bed's kubectl with `kubeconfig`; returns stdout, or stderr as the error.
+    pub fn kubectl_with(&self, kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
         let out = Command::new(self.bin("kubectl"))
             .arg("--kubeconfig")
-            .arg(self.host_kubeconfig())
+            .arg(kubeconfig)
             .args(args)
             .output()
             .map_err(|e| e.to_string())?;

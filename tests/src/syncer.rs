@@ -1,9 +1,12 @@
 //! The syncer binary, run as a real process wired as the StatefulSet wires it: the
 //! operator's `vc-config-<name>` configuration, a host kubeconfig carrying a token of the
 //! operator-made `vc-<name>` ServiceAccount (so only the operator's Role applies), and the
-//! virtual API server's admin kubeconfig.
+//! virtual API server's admin kubeconfig, with the API proxy serving the operator-made
+//! `<name>-certs` on a loopback port. The tenant reaches it with the operator-made `vc-<name>`
+//! kubeconfig, its server pointed at that port.
 
 use std::{
+    collections::BTreeMap,
     io::Write,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
@@ -16,7 +19,8 @@ use kube::{Api, Client};
 use vnest_crds::meta::SYNCER_CONFIG_KEY;
 
 use crate::{
-    bed::{bed, service_account_kubeconfig, workspace_binary},
+    bed::{bed, client_for, service_account_kubeconfig, workspace_binary},
+    fixtures::free_port,
     scrape, wait,
 };
 
@@ -29,6 +33,9 @@ pub fn syncer_binary() -> PathBuf {
 pub struct SyncerProcess {
     child: Child,
     pub metrics_port: u16,
+    pub proxy_port: u16,
+    /// The `vc-<name>` kubeconfig pointed at this process's proxy.
+    pub tenant_kubeconfig: PathBuf,
     pub log: PathBuf,
 }
 
@@ -38,6 +45,34 @@ pub struct SyncerWiring {
     pub host_kubeconfig: PathBuf,
     pub virtual_kubeconfig: PathBuf,
     pub virtual_namespace: String,
+    /// Secret `<vc>-certs` written out as the pod mounts it.
+    pub certs_dir: PathBuf,
+    /// `config` of Secret `vc-<vc>`: the kubeconfig the tenant is given.
+    pub tenant_kubeconfig: String,
+}
+
+/// Waits for Secret `name` and returns its data.
+async fn secret_data(secrets: &Api<Secret>, name: &str) -> BTreeMap<String, Vec<u8>> {
+    wait::until(
+        &format!("Secret {name}"),
+        Duration::from_secs(60),
+        || async {
+            let secret = secrets.get_opt(name).await.map_err(|e| e.to_string())?;
+            let data = secret.and_then(|s| s.data).ok_or("no data yet")?;
+            Ok::<_, String>(data.into_iter().map(|(k, v)| (k, v.0)).collect())
+        },
+    )
+    .await
+}
+
+/// `kubeconfig` with every cluster's server replaced by `server`.
+fn pointed_at(kubeconfig: &str, server: &str) -> String {
+    let mut config: serde_json::Value =
+        serde_yaml::from_str(kubeconfig).expect("tenant kubeconfig is YAML");
+    for cluster in config["clusters"].as_array_mut().expect("clusters") {
+        cluster["cluster"]["server"] = server.into();
+    }
+    serde_yaml::to_string(&config).expect("kubeconfig serializes")
 }
 
 impl SyncerWiring {
@@ -52,20 +87,17 @@ impl SyncerWiring {
     ) -> Self {
         let timeout = Duration::from_secs(60);
         let secrets: Api<Secret> = Api::namespaced(host.clone(), namespace);
-        let config_secret = format!("vc-config-{vc}");
-        let config = wait::until(&config_secret, timeout, || async {
-            let secret = secrets
-                .get_opt(&config_secret)
-                .await
-                .map_err(|e| e.to_string())?;
-            let data = secret.and_then(|s| s.data).ok_or("no config secret yet")?;
-            let bytes = data.get(SYNCER_CONFIG_KEY).ok_or("no config.yaml")?;
-            Ok::<_, String>(bytes.0.clone())
-        })
-        .await;
+        let config = secret_data(&secrets, &format!("vc-config-{vc}")).await;
         let config_path =
             std::env::temp_dir().join(format!("vnest-syncer-{namespace}-config.yaml"));
-        std::fs::write(&config_path, config).expect("write syncer config");
+        std::fs::write(&config_path, &config[SYNCER_CONFIG_KEY]).expect("write syncer config");
+        let certs_dir = std::env::temp_dir().join(format!("vnest-syncer-{namespace}-certs"));
+        std::fs::create_dir_all(&certs_dir).expect("certs folder");
+        for (file, bytes) in secret_data(&secrets, &format!("{vc}-certs")).await {
+            std::fs::write(certs_dir.join(file), bytes).expect("write certs");
+        }
+        let kubeconfig = secret_data(&secrets, &format!("vc-{vc}")).await;
+        let tenant_kubeconfig = String::from_utf8(kubeconfig["config"].clone()).expect("UTF-8");
         let account = format!("vc-{vc}");
         for (kind, name) in [
             ("serviceaccount", account.as_str()),
@@ -84,16 +116,30 @@ impl SyncerWiring {
             host_kubeconfig: service_account_kubeconfig(namespace, &account).await,
             virtual_kubeconfig: bed().virtual_kubeconfig(),
             virtual_namespace: virtual_namespace.to_string(),
+            certs_dir,
+            tenant_kubeconfig,
         }
     }
 }
 
 impl SyncerProcess {
     pub fn start(wiring: &SyncerWiring, metrics_port: u16) -> Self {
-        let log = std::env::temp_dir().join(format!(
+        let temp = std::env::temp_dir();
+        let log = temp.join(format!(
             "vnest-syncer-{}-{metrics_port}.log",
             wiring.virtual_namespace
         ));
+        let proxy_port = free_port();
+        let tenant_kubeconfig = temp.join(format!(
+            "vnest-tenant-{}-{proxy_port}.kubeconfig",
+            wiring.virtual_namespace
+        ));
+        let server = format!("https://127.0.0.1:{proxy_port}");
+        std::fs::write(
+            &tenant_kubeconfig,
+            pointed_at(&wiring.tenant_kubeconfig, &server),
+        )
+        .expect("write tenant kubeconfig");
         let file = std::fs::File::create(&log).expect("syncer log file");
         let child = Command::new(syncer_binary())
             .arg("--config")
@@ -104,6 +150,9 @@ impl SyncerProcess {
             .arg(&wiring.virtual_kubeconfig)
             .arg(format!("--virtual-namespace={}", wiring.virtual_namespace))
             .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
+            .arg(format!("--proxy-address=127.0.0.1:{proxy_port}"))
+            .arg("--certs-dir")
+            .arg(&wiring.certs_dir)
             .env("RUST_LOG", "info")
             .env_remove("POD_NAMESPACE")
             .stdout(Stdio::null())
@@ -113,8 +162,33 @@ impl SyncerProcess {
         SyncerProcess {
             child,
             metrics_port,
+            proxy_port,
+            tenant_kubeconfig,
             log,
         }
+    }
+
+    /// The bed's kubectl as the tenant: the `vc-<name>` kubeconfig, through the proxy.
+    pub fn tenant_kubectl(&self, args: &[&str]) -> Result<String, String> {
+        bed().kubectl_with(&self.tenant_kubeconfig, args)
+    }
+
+    /// A kubeconfig for this proxy (same server and CA) that authenticates with `token`
+    /// only, as a pod of the virtual cluster does.
+    pub fn token_kubeconfig(&self, token: &str) -> PathBuf {
+        let text = std::fs::read_to_string(&self.tenant_kubeconfig).expect("tenant kubeconfig");
+        let mut config: serde_json::Value = serde_yaml::from_str(&text).expect("YAML");
+        for user in config["users"].as_array_mut().expect("users") {
+            user["user"] = serde_json::json!({ "token": token });
+        }
+        let path = self.tenant_kubeconfig.with_extension("token.kubeconfig");
+        std::fs::write(&path, serde_yaml::to_string(&config).expect("YAML")).expect("write");
+        path
+    }
+
+    /// A client of the virtual cluster as the tenant, through the proxy.
+    pub async fn tenant_client(&self) -> Client {
+        client_for(&self.tenant_kubeconfig).await
     }
 
     pub fn pid(&self) -> u32 {

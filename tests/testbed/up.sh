@@ -332,10 +332,12 @@ controller_manager() { # name kubeconfig port controllers
 # '*' = every on-by-default controller: garbage-collector, namespace, serviceaccount(-token),
 # statefulset, replicaset, deployment, endpointslice, node-lifecycle, ... are all in it.
 controller_manager host-controller-manager "$STATE/host-controller-manager.kubeconfig" "$HOST_KCM_PORT" '*'
-# The virtual cluster has no nodes: only the controllers a control plane without workloads
-# needs. Override with VNEST_VIRTUAL_CONTROLLERS (same syntax as --controllers).
+# The virtual cluster has no nodes of its own: the controllers of a control plane whose pods
+# the syncer runs elsewhere (workload controllers make pods; nothing that manages nodes,
+# endpoints or pod lifecycle, which the syncer owns). Override with VNEST_VIRTUAL_CONTROLLERS
+# (same syntax as --controllers).
 controller_manager virtual-controller-manager "$STATE/virtual-controller-manager.kubeconfig" "$VIRTUAL_KCM_PORT" \
-  "${VNEST_VIRTUAL_CONTROLLERS:-namespace-controller,serviceaccount-controller,serviceaccount-token-controller,garbage-collector-controller,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller}"
+  "${VNEST_VIRTUAL_CONTROLLERS:-namespace-controller,serviceaccount-controller,serviceaccount-token-controller,garbage-collector-controller,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller}"
 
 launch host-scheduler "$BIN/kube-scheduler" \
   --kubeconfig="$STATE/host-scheduler.kubeconfig" \
@@ -347,7 +349,30 @@ launch host-scheduler "$BIN/kube-scheduler" \
   --tls-private-key-file="$PKI/apiserver.key" \
   --leader-elect=false
 
-# HOME points into the state folder so that kwok does not pick up ~/.kwok/kwok.yaml.
+# kwok's server answers the host API server's pods/log and pods/exec for every fake pod:
+# logs from one file, exec runs the command on this machine (the proxy tests read both).
+mkdir -p "$STATE/kwok-home/.kwok"
+# CRI log format (time, stream, tag, message), which kwok parses.
+printf '2026-01-01T00:00:00.000000000Z stdout F vnest test bed: a log line from a kwok pod\n' \
+  >"$STATE/kwok-pod.log"
+cat >"$STATE/kwok-home/.kwok/kwok.yaml" <<EOF
+kind: ClusterLogs
+apiVersion: kwok.x-k8s.io/v1alpha1
+metadata: {name: all-pods}
+spec:
+  logs:
+  - logsFile: $STATE/kwok-pod.log
+---
+kind: ClusterExec
+apiVersion: kwok.x-k8s.io/v1alpha1
+metadata: {name: all-pods}
+spec:
+  execs:
+  - local:
+      workDir: $STATE
+EOF
+
+# HOME points into the state folder so that kwok reads the file above, not ~/.kwok/kwok.yaml.
 # --node-ip/--node-port are what the fake nodes report as their kubelet endpoint: kwok's own
 # server, on loopback (without --server-address kwok would bind 0.0.0.0:<node-port>).
 launch kwok env HOME="$STATE/kwok-home" "$BIN/kwok" \

@@ -600,3 +600,318 @@ async fn pod_security_refusals_and_names_at_the_63_character_edge() {
     assert!(absent(&host_pods, s.host_name("hostnet")).await.is_ok());
     s.teardown().await;
 }
+
+/// Waits until `name`'s host pod is Running (KWOK ran it) and its virtual pod reports it.
+async fn running_on_the_host(s: &Setup, name: &str) {
+    let host_pods: Api<Pod> = s.host_api();
+    let virt_pods: Api<Pod> = s.virt_api();
+    wait::until(&format!("{name} Running on the host"), TIMEOUT, || async {
+        let host = present(&host_pods, s.host_name(name)).await?;
+        let virt = present(&virt_pods, name).await?;
+        match (phase(&host), phase(&virt)) {
+            (Some("Running"), Some("Running")) => Ok(()),
+            phases => Err(format!("phases (host, virtual) {phases:?}")),
+        }
+    })
+    .await;
+}
+
+const TENANT_APP: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: web-settings}
+data: {greeting: hello}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: web-creds}
+stringData: {password: p}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: app
+        image: nginx
+        envFrom: [{configMapRef: {name: web-settings}}]
+        volumeMounts: [{name: creds, mountPath: /creds}]
+      volumes: [{name: creds, secret: {secretName: web-creds}}]
+"#;
+
+/// The tenant's own kubeconfig (`vc-<name>`, the operator's admin client certificate) works
+/// against the proxy for apply, get, watch and delete; what it applies runs on the host;
+/// its requests are recorded on the activity Lease; health is the syncer's.
+#[tokio::test]
+async fn the_tenant_kubeconfig_drives_the_virtual_cluster_through_the_proxy() {
+    let s = setup("px-app", json!({})).await;
+    let syncer = s.start_syncer();
+    let vns = s.vns.name.clone();
+    wait::until("proxy /readyz", TIMEOUT, || async {
+        syncer.tenant_kubectl(&["get", "--raw", "/readyz"])
+    })
+    .await;
+
+    // A watch opened through the proxy streams the pods the Deployment makes.
+    let mut watch = std::process::Command::new(bed().bin("kubectl"))
+        .arg("--kubeconfig")
+        .arg(&syncer.tenant_kubeconfig)
+        .args(["-n", &vns, "get", "pods", "--watch", "-o", "name"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("kubectl watch");
+    let manifest = std::env::temp_dir().join(format!("vnest-{vns}-app.yaml"));
+    std::fs::write(&manifest, TENANT_APP).unwrap();
+    let manifest = manifest.to_str().unwrap();
+    wait::until("kubectl apply through the proxy", TIMEOUT, || async {
+        syncer.tenant_kubectl(&["-n", &vns, "apply", "-f", manifest])
+    })
+    .await;
+
+    let virt_pods: Api<Pod> = s.virt_api();
+    let names = wait::until("two web pods", TIMEOUT, || async {
+        let pods = virt_pods
+            .list(&ListParams::default().labels("app=web"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let names: Vec<String> = pods.items.iter().map(|p| p.name_any()).collect();
+        if names.len() == 2 {
+            Ok(names)
+        } else {
+            Err(format!("{names:?}"))
+        }
+    })
+    .await;
+    for name in &names {
+        running_on_the_host(&s, name).await;
+        let host = present(&s.host_api::<Pod>(), s.host_name(name))
+            .await
+            .unwrap();
+        let env_from = host.spec.unwrap().containers[0].env_from.clone().unwrap();
+        assert_eq!(
+            env_from[0].config_map_ref.as_ref().unwrap().name,
+            s.host_name("web-settings")
+        );
+    }
+    present(&s.host_api::<Secret>(), s.host_name("web-creds"))
+        .await
+        .unwrap();
+    present(&s.host_api::<Service>(), s.host_name("web"))
+        .await
+        .unwrap();
+
+    // The tenant sees its pods Running through the proxy.
+    let shown = wait::until("pods Running through the proxy", TIMEOUT, || async {
+        let out = syncer.tenant_kubectl(&[
+            "-n",
+            &vns,
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "-o",
+            "jsonpath={.items[*].status.phase}",
+        ])?;
+        (out.split_whitespace().filter(|p| *p == "Running").count() == 2)
+            .then_some(out.clone())
+            .ok_or(out)
+    })
+    .await;
+    assert_eq!(shown, "Running Running");
+
+    // The watch saw both pods while it streamed.
+    watch.kill().unwrap();
+    let output = watch.wait_with_output().unwrap();
+    let watched = String::from_utf8_lossy(&output.stdout);
+    for name in &names {
+        assert!(
+            watched.contains(&format!("pod/{name}")),
+            "watch printed {watched:?}"
+        );
+    }
+
+    // Delete through the proxy: the host copies go.
+    syncer
+        .tenant_kubectl(&["-n", &vns, "delete", "deployment", "web", "--wait=false"])
+        .unwrap();
+    let host_pods: Api<Pod> = s.host_api();
+    for name in &names {
+        wait::until(&format!("host pod of {name} gone"), TIMEOUT, || {
+            absent(&host_pods, s.host_name(name))
+        })
+        .await;
+    }
+
+    // The requests were tenant activity: the activity Lease carries a recent renewal.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = s.host_api();
+    let renewed = wait::until("activity Lease renewed", TIMEOUT, || async {
+        let lease = present(&leases, vnest_crds::activity::lease_name(VC)).await?;
+        vnest_crds::activity::last_activity(&lease).ok_or("no renewTime".to_string())
+    })
+    .await;
+    let age = k8s_openapi::jiff::Timestamp::now().duration_since(renewed);
+    assert!(age.as_secs() < 120, "renewTime {renewed} is {age:?} old");
+    let metrics = syncer.get("/metrics").await.unwrap();
+    assert!(
+        metrics.contains("vnest_syncer_proxy_requests_total{code=\"200\",route=\"virtual\"}"),
+        "{metrics}"
+    );
+    s.teardown().await;
+}
+
+/// `kubectl logs` and `kubectl exec` on a virtual pod are served by its host pod (KWOK's
+/// server answers the host API server), after the virtual cluster authorized the caller.
+#[tokio::test]
+async fn logs_and_exec_of_a_virtual_pod_come_from_its_host_pod() {
+    let s = setup("px-exec", json!({})).await;
+    let syncer = s.start_syncer();
+    let vns = s.vns.name.clone();
+    let spec = json!({ "containers": [{ "name": "app", "image": "nginx" }] });
+    s.create::<Pod>(pod("shell", json!({}), spec)).await;
+    running_on_the_host(&s, "shell").await;
+
+    let logs = wait::until("kubectl logs through the proxy", TIMEOUT, || async {
+        syncer.tenant_kubectl(&["-n", &vns, "logs", "shell"])
+    })
+    .await;
+    assert!(
+        logs.contains("a log line from a kwok pod"),
+        "logs: {logs:?}"
+    );
+    let out = syncer
+        .tenant_kubectl(&[
+            "-n",
+            &vns,
+            "exec",
+            "shell",
+            "--",
+            "echo",
+            "hello-through-the-proxy",
+        ])
+        .unwrap();
+    assert_eq!(out.trim(), "hello-through-the-proxy");
+
+    // A pod the virtual cluster does not have is not found, under the tenant's name.
+    let err = syncer
+        .tenant_kubectl(&["-n", &vns, "logs", "nosuchpod"])
+        .unwrap_err();
+    assert!(err.contains("\"nosuchpod\" not found"), "{err}");
+    s.teardown().await;
+}
+
+/// Bearer tokens pass through for the virtual API server to judge, and the proxy applies
+/// the same judgement to the subresources it serves from the host; certificates from
+/// another CA are refused, and `--as` with a certificate is refused with the reason.
+#[tokio::test]
+async fn the_proxy_keeps_each_callers_own_rights() {
+    let s = setup("px-auth", json!({})).await;
+    let syncer = s.start_syncer();
+    let vns = s.vns.name.clone();
+    let spec = json!({ "containers": [{ "name": "app", "image": "nginx" }] });
+    s.create::<Pod>(pod("app", json!({}), spec)).await;
+    running_on_the_host(&s, "app").await;
+
+    let virtual_kubectl = |args: &[&str]| bed().kubectl_with(&bed().virtual_kubeconfig(), args);
+    virtual_kubectl(&["-n", &vns, "create", "serviceaccount", "reader"]).unwrap();
+    let token = virtual_kubectl(&["-n", &vns, "create", "token", "reader"]).unwrap();
+    let reader_kubeconfig = syncer.token_kubeconfig(token.trim());
+    let as_reader = |args: &[&str]| {
+        let mut all = vec!["-n", vns.as_str()];
+        all.extend_from_slice(args);
+        bed().kubectl_with(&reader_kubeconfig, &all)
+    };
+    let denied = as_reader(&["get", "pods"]).unwrap_err();
+    assert!(
+        denied.contains(&format!("system:serviceaccount:{vns}:reader"))
+            && denied.contains("forbidden"),
+        "{denied}"
+    );
+    let grant = |resources: &str| {
+        virtual_kubectl(&[
+            "-n",
+            &vns,
+            "create",
+            "role",
+            "reader",
+            "--verb=get,list",
+            &format!("--resource={resources}"),
+            "--dry-run=client",
+            "-o",
+            "yaml",
+        ])
+        .and_then(|role| {
+            let path = std::env::temp_dir().join(format!("vnest-{vns}-role.yaml"));
+            std::fs::write(&path, role).unwrap();
+            virtual_kubectl(&["apply", "-f", path.to_str().unwrap()])
+        })
+        .unwrap();
+    };
+    grant("pods");
+    virtual_kubectl(&[
+        "-n",
+        &vns,
+        "create",
+        "rolebinding",
+        "reader",
+        "--role=reader",
+        &format!("--serviceaccount={vns}:reader"),
+    ])
+    .unwrap();
+    let pods = wait::until("reader may list pods", TIMEOUT, || async {
+        as_reader(&["get", "pods", "-o", "name"])
+    })
+    .await;
+    assert_eq!(pods.trim(), "pod/app");
+    // The proxy serves logs from the host, but asks the virtual cluster first.
+    let denied = as_reader(&["logs", "app"]).unwrap_err();
+    assert!(
+        denied.contains("cannot get resource \"pods/log\""),
+        "{denied}"
+    );
+    grant("pods,pods/log");
+    let logs = wait::until("reader may read logs", TIMEOUT, || async {
+        as_reader(&["logs", "app"])
+    })
+    .await;
+    assert!(logs.contains("a log line from a kwok pod"), "{logs}");
+    // Reading logs does not grant exec.
+    let denied = as_reader(&["exec", "app", "--", "true"]).unwrap_err();
+    assert!(
+        denied.contains("cannot create resource \"pods/exec\""),
+        "{denied}"
+    );
+
+    let refused = syncer
+        .tenant_kubectl(&["--as=someone", "-n", &vns, "get", "pods"])
+        .unwrap_err();
+    assert!(
+        refused.contains("impersonation (--as) is not supported"),
+        "{refused}"
+    );
+
+    // The bed's own admin certificate is valid for the bed, not for this virtual cluster.
+    let foreign = bed().kubectl_with(
+        &bed().virtual_kubeconfig(),
+        &[
+            &format!("--server=https://127.0.0.1:{}", syncer.proxy_port),
+            "--insecure-skip-tls-verify",
+            "get",
+            "pods",
+        ],
+    );
+    assert!(foreign.is_err(), "a certificate of another CA was accepted");
+    s.teardown().await;
+}

@@ -170,6 +170,8 @@ fn syncer(input: &Input, kind: DistroKind) -> Value {
             format!("--certs-dir={CERTS_DIR}"),
             format!("--virtual-kubeconfig={}", virtual_kubeconfig(kind)),
             format!("--metrics-address=$(POD_IP):{SYNCER_HEALTH_PORT}"),
+            // All addresses: the Service reaches the pod IP, port-forwarding reaches loopback.
+            format!("--proxy-address=0.0.0.0:{PROXY_PORT}"),
         ],
         "ports": [
             { "name": "https", "containerPort": PROXY_PORT, "protocol": "TCP" },
@@ -305,6 +307,15 @@ mod tests {
             syncer["args"].as_array().unwrap().contains(&json!(
                 "--virtual-kubeconfig=/data/k3s-config/kube-config.yaml"
             )),
+            "{syncer}"
+        );
+        // The proxy on every pod address: the Service targets 8443 on the pod IP, and
+        // port-forwarding (`kubectl vnest connect`) reaches it on loopback.
+        assert!(
+            syncer["args"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("--proxy-address=0.0.0.0:8443")),
             "{syncer}"
         );
         assert_eq!(sts["spec"]["replicas"], 1);

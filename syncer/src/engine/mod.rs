@@ -62,6 +62,11 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// Whether every engine's caches finished their first list.
+    pub fn synced(&self) -> bool {
+        self.unsynced.load(Ordering::SeqCst) == 0
+    }
+
     fn namespace_synced(&self, namespace: &str) -> bool {
         self.virtual_namespaces.is_empty() || self.virtual_namespaces.iter().any(|n| n == namespace)
     }

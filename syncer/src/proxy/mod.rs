@@ -1,0 +1,213 @@
+//! The API proxy (`:8443`) the tenant's kubeconfig points at.
+//!
+//! - A client certificate signed by the vnest CA is the caller's identity (CN user, O
+//!   groups), forwarded to the virtual API server by impersonation through its admin.
+//! - A bearer token (the virtual cluster's service-account tokens, used by pods) and an
+//!   anonymous request pass through unchanged, on a connection without credentials, for the
+//!   virtual API server to judge.
+//! - `pods/{log,exec,attach,portforward}` are served by the host pod ([`host_pod`]).
+//! - `/healthz`, `/livez`, `/readyz`, `/metrics` are the syncer's own.
+//!
+//! Every other request is tenant activity and renews the activity Lease ([`activity`]).
+
+mod activity;
+mod forward;
+mod host_pod;
+mod identity;
+mod route;
+mod tls;
+
+use std::{convert::Infallible, net::SocketAddr, path::Path, sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use http::{Request, Response, StatusCode, header::AUTHORIZATION};
+use hyper::{body::Incoming, server::conn::http1, service::service_fn};
+use hyper_util::rt::TokioIo;
+use kube::Client;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use crate::engine::Ctx;
+use activity::Activity;
+use forward::{Outgoing, ProxyBody, status, text};
+use identity::Identity;
+use route::Route;
+
+/// Who is calling, as far as the proxy can tell.
+pub enum Caller {
+    Certificate(Identity),
+    Bearer(String),
+    Anonymous,
+}
+
+/// The proxy's upstream clients; built without kube's retries, since the tenant's own
+/// client decides whether to retry.
+pub struct Upstreams {
+    /// The virtual API server as its admin: impersonates certificate callers.
+    pub admin: Client,
+    /// The virtual API server without credentials: bearer tokens pass through.
+    pub anonymous: Client,
+    /// The host API server as the syncer: pod subresources.
+    pub host: Client,
+}
+
+pub struct Proxy {
+    ctx: Arc<Ctx>,
+    admin: Client,
+    anonymous: Client,
+    host: Client,
+    activity: Activity,
+}
+
+/// Serves the proxy on `address` with the certificates in `certs_dir` until the listener fails.
+pub async fn serve(
+    address: SocketAddr,
+    certs_dir: &Path,
+    ctx: Arc<Ctx>,
+    upstreams: Upstreams,
+) -> anyhow::Result<()> {
+    let tls = tls::TlsFiles::load(certs_dir)?;
+    let listener = TcpListener::bind(address)
+        .await
+        .with_context(|| format!("failed to listen on {address}"))?;
+    let activity = Activity::start(ctx.host.clone(), &ctx.target.host_namespace, &ctx.target.vc);
+    let proxy = Arc::new(Proxy {
+        ctx,
+        admin: upstreams.admin,
+        anonymous: upstreams.anonymous,
+        host: upstreams.host,
+        activity,
+    });
+    tracing::info!(%address, "API proxy listening");
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, "proxy: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let acceptor = TlsAcceptor::from(tls.config());
+        let proxy = proxy.clone();
+        tokio::spawn(async move {
+            let stream = match acceptor.accept(stream).await {
+                Ok(stream) => stream,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "proxy: TLS handshake failed");
+                    return;
+                }
+            };
+            let certificate = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|chain| chain.first())
+                .map(|der| Identity::from_certificate(der));
+            let certificate = Arc::new(certificate);
+            let service = service_fn(move |request| {
+                let (proxy, certificate) = (proxy.clone(), certificate.clone());
+                async move { Ok::<_, Infallible>(proxy.handle(&certificate, request).await) }
+            });
+            if let Err(e) = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades()
+                .await
+            {
+                tracing::debug!(%peer, error = %e, "proxy: connection ended");
+            }
+        });
+    }
+}
+
+/// The caller of a request on a connection that presented `certificate` (if any).
+// The error is the refusal sent to the client, built once per refused request.
+#[allow(clippy::result_large_err)]
+fn caller(
+    certificate: &Option<Result<Identity, String>>,
+    request: &Request<Incoming>,
+) -> Result<Caller, Response<ProxyBody>> {
+    match certificate {
+        Some(Ok(identity)) => Ok(Caller::Certificate(identity.clone())),
+        Some(Err(why)) => Err(status(StatusCode::UNAUTHORIZED, "Unauthorized", why)),
+        None => Ok(request
+            .headers()
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map_or(Caller::Anonymous, |token| {
+                Caller::Bearer(token.trim().to_string())
+            })),
+    }
+}
+
+impl Proxy {
+    async fn handle(
+        &self,
+        certificate: &Option<Result<Identity, String>>,
+        request: Request<Incoming>,
+    ) -> Response<ProxyBody> {
+        let route = Route::of(request.uri().path());
+        if route.is_activity() {
+            self.activity.record();
+        }
+        let label = route.label();
+        let response = match route {
+            Route::Healthz => text(StatusCode::OK, "ok".into()),
+            Route::Readyz if self.ctx.synced() => text(StatusCode::OK, "ok".into()),
+            Route::Readyz => text(StatusCode::SERVICE_UNAVAILABLE, "caches not synced".into()),
+            Route::Metrics => text(StatusCode::OK, self.ctx.metrics.render()),
+            Route::Pod {
+                namespace,
+                name,
+                subresource,
+            } => match self.read(certificate, request).await {
+                Ok((caller, outgoing)) => {
+                    host_pod::serve(self, caller, outgoing, &namespace, &name, subresource).await
+                }
+                Err(refused) => refused,
+            },
+            Route::Virtual => match self.read(certificate, request).await {
+                Ok((caller, outgoing)) => self.to_virtual(caller, outgoing).await,
+                Err(refused) => refused,
+            },
+        };
+        self.ctx
+            .metrics
+            .proxy_requests
+            .with_label_values(&[label, response.status().as_str()])
+            .inc();
+        response
+    }
+
+    async fn read(
+        &self,
+        certificate: &Option<Result<Identity, String>>,
+        request: Request<Incoming>,
+    ) -> Result<(Caller, Outgoing), Response<ProxyBody>> {
+        let caller = caller(certificate, &request)?;
+        if matches!(caller, Caller::Certificate(_))
+            && identity::asks_to_impersonate(request.headers())
+        {
+            return Err(status(
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                "vnest proxy: impersonation (--as) is not supported with client certificates; \
+                 use a kubeconfig for the user instead",
+            ));
+        }
+        Ok((caller, Outgoing::read(request).await?))
+    }
+
+    async fn to_virtual(&self, caller: Caller, mut outgoing: Outgoing) -> Response<ProxyBody> {
+        match caller {
+            Caller::Certificate(identity) => {
+                if let Err(why) = identity.impersonate(&mut outgoing.parts.headers) {
+                    return status(StatusCode::BAD_REQUEST, "BadRequest", &why);
+                }
+                outgoing.send(&self.admin).await
+            }
+            Caller::Bearer(_) | Caller::Anonymous => outgoing.send(&self.anonymous).await,
+        }
+    }
+}
