@@ -2,6 +2,7 @@
 //! Installed as `kubectl-vnest` on the PATH, kubectl runs it for `kubectl vnest ...`.
 
 mod errors;
+mod forward;
 mod kubeconfig;
 mod list;
 
@@ -48,8 +49,15 @@ enum Command {
     /// Merge the tenant kubeconfig into a kubeconfig file and switch to its context.
     Connect {
         name: String,
-        #[arg(long)]
+        #[arg(long, conflicts_with = "port_forward")]
         server: Option<String>,
+        /// Forward a local loopback port to the virtual cluster's API proxy and point the
+        /// kubeconfig at it; runs until Ctrl+C.
+        #[arg(long)]
+        port_forward: bool,
+        /// Local port for --port-forward (0: any free port).
+        #[arg(long, default_value_t = 0, requires = "port_forward")]
+        local_port: u16,
         /// Context name (default: the one the operator chose).
         #[arg(long)]
         context: Option<String>,
@@ -191,9 +199,23 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Connect {
             name,
             server,
+            port_forward,
+            local_port,
             context,
             output,
         } => {
+            let listener = if port_forward {
+                let listener = tokio::net::TcpListener::bind(("127.0.0.1", local_port))
+                    .await
+                    .with_context(|| format!("listening on 127.0.0.1:{local_port}"))?;
+                Some(listener)
+            } else {
+                None
+            };
+            let server = match &listener {
+                Some(l) => Some(format!("https://{}", l.local_addr()?)),
+                None => server,
+            };
             let mut config =
                 tenant_kubeconfig(&client, &namespace, &name, server.as_deref()).await?;
             if let Some(context) = &context {
@@ -217,6 +239,16 @@ async fn run(cli: Cli) -> Result<()> {
             println!("switched to context {current:?} in {}", output.display());
             if let Some(previous) = previous.filter(|p| *p != current) {
                 println!("back to the host: kubectl config use-context {previous}");
+            }
+            if let Some(listener) = listener {
+                let pod = forward::proxy_pod(&name);
+                println!(
+                    "forwarding {} to {namespace}/{pod}:{}; Ctrl+C to stop",
+                    listener.local_addr()?,
+                    forward::PROXY_PORT
+                );
+                let pods = Api::namespaced(client.clone(), &namespace);
+                forward::serve(pods, pod, listener).await?;
             }
         }
         Command::Pause { name } => {

@@ -123,13 +123,19 @@ impl SyncerWiring {
 }
 
 impl SyncerProcess {
+    /// Starts the syncer with its proxy on a free loopback port.
     pub fn start(wiring: &SyncerWiring, metrics_port: u16) -> Self {
+        Self::start_on(wiring, metrics_port, free_port())
+    }
+
+    /// Starts the syncer with its proxy on `proxy_port` (the bed's port-forward target,
+    /// `VNEST_TESTBED_POD_PROXY_PORT`, makes it the proxy of every fake pod).
+    pub fn start_on(wiring: &SyncerWiring, metrics_port: u16, proxy_port: u16) -> Self {
         let temp = std::env::temp_dir();
         let log = temp.join(format!(
             "vnest-syncer-{}-{metrics_port}.log",
             wiring.virtual_namespace
         ));
-        let proxy_port = free_port();
         let tenant_kubeconfig = temp.join(format!(
             "vnest-tenant-{}-{proxy_port}.kubeconfig",
             wiring.virtual_namespace

@@ -20,6 +20,9 @@ HOST_SCHED_PORT=16259
 KWOK_PORT=16250
 VIRTUAL_PORT=17443
 VIRTUAL_KCM_PORT=17257
+# Not bound by the bed: kwok forwards port-forwards to any fake pod's port 8443 (the syncer
+# proxy's) here, where a test or the sandbox runs the syncer's proxy.
+POD_PROXY_PORT=18443
 ALL_PORTS="$ETCD_PORT $ETCD_PEER_PORT $HOST_PORT $HOST_KCM_PORT $HOST_SCHED_PORT $KWOK_PORT $VIRTUAL_PORT $VIRTUAL_KCM_PORT"
 
 # Executable names of the components; used to recognise our processes in /proc.

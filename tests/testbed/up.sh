@@ -350,7 +350,8 @@ launch host-scheduler "$BIN/kube-scheduler" \
   --leader-elect=false
 
 # kwok's server answers the host API server's pods/log and pods/exec for every fake pod:
-# logs from one file, exec runs the command on this machine (the proxy tests read both).
+# logs from one file, exec runs the command on this machine (the proxy tests read both), and
+# port-forwards to port 8443 reach the syncer proxy a test runs on $POD_PROXY_PORT.
 mkdir -p "$STATE/kwok-home/.kwok"
 # CRI log format (time, stream, tag, message), which kwok parses.
 printf '2026-01-01T00:00:00.000000000Z stdout F vnest test bed: a log line from a kwok pod\n' \
@@ -362,6 +363,14 @@ metadata: {name: all-pods}
 spec:
   logs:
   - logsFile: $STATE/kwok-pod.log
+---
+kind: ClusterPortForward
+apiVersion: kwok.x-k8s.io/v1alpha1
+metadata: {name: syncer-proxy}
+spec:
+  forwards:
+  - ports: [8443]
+    target: {address: 127.0.0.1, port: $POD_PROXY_PORT}
 ---
 kind: ClusterExec
 apiVersion: kwok.x-k8s.io/v1alpha1
@@ -463,6 +472,7 @@ VNEST_VIRTUAL_KUBECONFIG=$VIRTUAL_KC
 VNEST_HOST_SERVER=$HOST_SERVER
 VNEST_VIRTUAL_SERVER=$VIRTUAL_SERVER
 VNEST_TESTBED_CA=$PKI/ca.crt
+VNEST_TESTBED_POD_PROXY_PORT=$POD_PROXY_PORT
 EOF
 mv "$ENV_FILE.tmp" "$ENV_FILE"
 trap - ERR

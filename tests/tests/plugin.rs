@@ -1,13 +1,16 @@
 //! `kubectl vnest` (the `kubectl-vnest` binary) against the real host: found by real kubectl as
 //! a plugin, lists VirtualClusters, prints and merges their kubeconfig, pauses and resumes, and
-//! says what to do when the cluster, its secret or the permission is missing.
+//! says what to do when the cluster, its secret or the permission is missing; `connect
+//! --port-forward` reaches the syncer's proxy through a real port-forward.
 
 use std::{
+    io::{BufRead, BufReader},
     path::{Path, PathBuf},
-    process::Command,
+    process::{Command, Stdio},
     time::Duration,
 };
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, config::Kubeconfig};
 use serde_json::json;
 use vnest_crds::VirtualCluster;
@@ -16,6 +19,8 @@ use vnest_tests::{
     bed::{service_account_kubeconfig, workspace_binary},
     crd,
     fixtures::{create_virtual_cluster, free_port, provide_data_volume, wait_condition},
+    syncer::{SyncerProcess, SyncerWiring},
+    wait,
 };
 
 fn plugin_dir() -> PathBuf {
@@ -23,20 +28,27 @@ fn plugin_dir() -> PathBuf {
     binary.parent().unwrap().to_path_buf()
 }
 
-/// `kubectl vnest <args>` through the real kubectl, the plugin on its PATH.
-fn kubectl_vnest(kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
+/// `kubectl vnest` through the real kubectl, the plugin on its PATH.
+fn plugin_command(kubeconfig: &Path) -> Command {
     let path = format!(
         "{}:{}",
         plugin_dir().display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = Command::new(bed().bin("kubectl"))
+    let mut command = Command::new(bed().bin("kubectl"));
+    command
         .arg("vnest")
         .arg("--kubeconfig")
         .arg(kubeconfig)
-        .args(args)
         .env("PATH", path)
-        .env_remove("KUBECONFIG")
+        .env_remove("KUBECONFIG");
+    command
+}
+
+/// `kubectl vnest <args>`: its stdout, or its stderr as the error.
+fn kubectl_vnest(kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
+    let out = plugin_command(kubeconfig)
+        .args(args)
         .output()
         .expect("run kubectl");
     if out.status.success() {
@@ -159,5 +171,87 @@ async fn plugin_errors_say_what_is_missing() {
 
     let vcs: Api<VirtualCluster> = Api::namespaced(client.clone(), &ns.name);
     let _ = vcs.delete("unmade", &Default::default()).await;
+    ns.delete(&client).await;
+}
+
+/// `connect --port-forward` reaches the syncer's proxy through a real port-forward of the
+/// virtual cluster's pod (host API server → KWOK's server → the proxy port of the bed), and
+/// the tenant drives the virtual cluster through it.
+#[tokio::test]
+async fn connect_port_forwards_to_the_proxy_of_the_virtual_cluster_pod() {
+    let client = bed().host().await;
+    crd::install(&client).await;
+    let ns = TestNamespace::create(&client, "plugin-pf").await;
+    let _operator = OperatorProcess::start(bed(), &ns.name, "op-plugin-pf", free_port());
+    provide_data_volume(&client, &ns.name, "pf").await;
+    create_virtual_cluster(&client, &ns.name, "pf", json!({})).await;
+    wait_condition(
+        &client,
+        &ns.name,
+        "pf",
+        "Ready",
+        "True",
+        Duration::from_secs(90),
+    )
+    .await;
+    let virt = bed().virtual_cluster().await;
+    let vns = TestNamespace::create(&virt, "plugin-pf").await;
+    let wiring = SyncerWiring::from_operator(&client, &ns.name, "pf", &vns.name).await;
+    let proxy_port: u16 = bed().var("VNEST_TESTBED_POD_PROXY_PORT").parse().unwrap();
+    let _syncer = SyncerProcess::start_on(&wiring, free_port(), proxy_port);
+
+    let file = std::env::temp_dir().join(format!("vnest-plugin-{}.kubeconfig", ns.name));
+    let _ = std::fs::remove_file(&file);
+    let mut connect = plugin_command(&bed().host_kubeconfig())
+        .args([
+            "connect",
+            "pf",
+            "-n",
+            &ns.name,
+            "--port-forward",
+            "--output",
+        ])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("kubectl vnest connect");
+    let mut said = BufReader::new(connect.stdout.take().unwrap()).lines();
+    let forwarding = said
+        .find(|line| line.as_ref().is_ok_and(|l| l.starts_with("forwarding")))
+        .expect("connect says where it forwards")
+        .unwrap();
+    assert!(
+        forwarding.contains(&format!("{}/pf-0:8443", ns.name)),
+        "{forwarding}"
+    );
+
+    let written = Kubeconfig::read_from(&file).unwrap();
+    let server = written.clusters[0].cluster.as_ref().unwrap().server.clone();
+    assert!(
+        server
+            .as_deref()
+            .is_some_and(|s| s.starts_with("https://127.0.0.1:")),
+        "{server:?}"
+    );
+    let namespaces = wait::until(
+        "kubectl through the port-forward",
+        Duration::from_secs(60),
+        || async { bed().kubectl_with(&file, &["get", "namespace", &vns.name, "-o", "name"]) },
+    )
+    .await;
+    assert_eq!(namespaces.trim(), format!("namespace/{}", vns.name));
+    bed()
+        .kubectl_with(
+            &file,
+            &["-n", &vns.name, "create", "configmap", "through-pf"],
+        )
+        .unwrap();
+    let configmaps: Api<ConfigMap> = Api::namespaced(virt.clone(), &vns.name);
+    assert!(configmaps.get_opt("through-pf").await.unwrap().is_some());
+
+    connect.kill().unwrap();
+    connect.wait().unwrap();
+    vns.delete(&virt).await;
     ns.delete(&client).await;
 }
