@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A local vnest sandbox: a real Kubernetes control plane on loopback (etcd, kube-apiserver,
 # controller-manager, scheduler, two KWOK nodes), vnest's CRDs, the operator running against
-# it, examples/quickstart.yaml reconciled to Ready, its syncer running as the StatefulSet pod
-# would run it, and a tenant pod created in the virtual cluster running on the host.
+# it, examples/quickstart.yaml reconciled to Ready, its syncer (and API proxy) running as the
+# StatefulSet pod would run it, `kubectl vnest connect --port-forward` to that proxy, and a
+# tenant pod created through the tenant kubeconfig `vc-demo`, running on the host.
 #   bash hack/sandbox.sh        start (idempotent) and print how to use it
 #   bash hack/sandbox.sh down   stop the operator and the control plane
 set -euo pipefail
@@ -10,7 +11,7 @@ cd "$(dirname "$0")/.."
 state=${VNEST_TESTBED_DIR:-/tmp/vnest-testbed}
 
 if [ "${1:-}" = down ]; then
-  for part in operator syncer; do
+  for part in connect operator syncer; do
     if [ -f "$state/pids/sandbox-$part.pid" ]; then kill "$(cat "$state/pids/sandbox-$part.pid")" 2>/dev/null || true; fi
   done
   exec bash tests/testbed/down.sh
@@ -59,7 +60,13 @@ kubectl -n demo get statefulsets,pods,services,secrets,resourcequotas,limitrange
 # The syncer, wired as in the StatefulSet pod: its config from Secret vc-config-demo, the
 # vc-demo ServiceAccount's token on the host (so only the operator's Role applies), and the
 # virtual API server's admin kubeconfig (the bed's second kube-apiserver stands in for k3s).
-cargo build -q -p vnest-syncer
+# Its API proxy serves Secret demo-certs on the port the bed's KWOK forwards pod port 8443 to.
+cargo build -q -p vnest-syncer -p kubectl-vnest
+certs=$state/sandbox-certs
+mkdir -p "$certs"
+for key in ca.crt tls.crt tls.key; do
+  kubectl -n demo get secret demo-certs -o jsonpath="{.data.${key//./\\.}}" | base64 -d >"$certs/$key"
+done
 kubectl -n demo get secret vc-config-demo -o jsonpath='{.data.config\.yaml}' | base64 -d >"$state/sandbox-syncer-config.yaml"
 bash tests/testbed/mint-kubeconfig.sh demo vc-demo >"$state/sandbox-syncer-host.kubeconfig"
 pidfile=$state/pids/sandbox-syncer.pid
@@ -67,22 +74,39 @@ if ! { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }; then
   nohup target/debug/vnest-syncer --config "$state/sandbox-syncer-config.yaml" \
     --host-kubeconfig "$state/sandbox-syncer-host.kubeconfig" \
     --virtual-kubeconfig "$VNEST_VIRTUAL_KUBECONFIG" --metrics-address 127.0.0.1:18081 \
+    --proxy-address "127.0.0.1:$VNEST_TESTBED_POD_PROXY_PORT" --certs-dir "$certs" \
     >"$state/logs/sandbox-syncer.log" 2>&1 &
   echo $! >"$pidfile"
 fi
 
-# A tenant pod, created in the virtual cluster, runs in the host namespace.
-vkubectl() { "$VNEST_TESTBED_BIN/kubectl" --kubeconfig "$VNEST_VIRTUAL_KUBECONFIG" "$@"; }
-vkubectl apply -f - <<POD
+# The tenant's way in: vc-demo's kubeconfig, pointed at a local port-forward to pod demo-0's
+# proxy (the host API server port-forwards through KWOK to the syncer above).
+tenant_kc=$state/sandbox-tenant.kubeconfig
+pidfile=$state/pids/sandbox-connect.pid
+if ! { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }; then
+  rm -f "$tenant_kc"
+  nohup target/debug/kubectl-vnest --kubeconfig "$VNEST_HOST_KUBECONFIG" connect demo -n demo \
+    --port-forward --local-port 18444 --output "$tenant_kc" >"$state/logs/sandbox-connect.log" 2>&1 &
+  echo $! >"$pidfile"
+fi
+tkubectl() { "$VNEST_TESTBED_BIN/kubectl" --kubeconfig "$tenant_kc" "$@"; }
+for _ in $(seq 1 100); do
+  [ -f "$tenant_kc" ] && tkubectl get --raw /readyz >/dev/null 2>&1 && break
+  sleep 0.3
+done
+
+# A tenant pod, created through vc-demo, runs in the host namespace.
+tkubectl apply -f - <<POD
 apiVersion: v1
 kind: Pod
 metadata: {name: hello, namespace: default, labels: {app: hello}}
 spec:
   containers: [{name: web, image: nginx:1.27}]
 POD
-vkubectl wait --for=condition=Ready pod/hello --timeout=120s
-echo "-- in the virtual cluster:"
-vkubectl get pod hello -o wide
+tkubectl wait --for=condition=Ready pod/hello --timeout=120s
+echo "-- in the virtual cluster (through vc-demo and the proxy):"
+tkubectl get pod hello -o wide
+tkubectl logs hello
 echo "-- on the host (namespace demo):"
 kubectl -n demo get pods -l vcluster.loft.sh/managed-by=demo -o wide
 
@@ -94,6 +118,7 @@ vnest sandbox is up.
   operator log:     $state/logs/sandbox-operator.log
   operator metrics: curl -s http://127.0.0.1:18080/metrics | grep vnest_
   syncer log:       $state/logs/sandbox-syncer.log
-  virtual cluster:  $VNEST_TESTBED_BIN/kubectl --kubeconfig $VNEST_VIRTUAL_KUBECONFIG get pods -A
+  as the tenant:    $VNEST_TESTBED_BIN/kubectl --kubeconfig $tenant_kc get pods -A
+                    (vc-demo through \`kubectl vnest connect demo --port-forward\`, log $state/logs/sandbox-connect.log)
   stop:             bash hack/sandbox.sh down
 USAGE
