@@ -208,7 +208,7 @@ pub async fn serve(
         ctx.target.host_namespace,
         sub.name()
     ));
-    let response = outgoing.send(&proxy.host).await;
+    let response = outgoing.send(&proxy.upstreams.host).await;
     if response.status().is_client_error() || response.status().is_server_error() {
         return rename_in_error(response, &host_name, name).await;
     }

@@ -53,9 +53,7 @@ pub struct Upstreams {
 
 pub struct Proxy {
     ctx: Arc<Ctx>,
-    admin: Client,
-    anonymous: Client,
-    host: Client,
+    upstreams: Upstreams,
     activity: Activity,
 }
 
@@ -73,9 +71,7 @@ pub async fn serve(
     let activity = Activity::start(ctx.host.clone(), &ctx.target.host_namespace, &ctx.target.vc);
     let proxy = Arc::new(Proxy {
         ctx,
-        admin: upstreams.admin,
-        anonymous: upstreams.anonymous,
-        host: upstreams.host,
+        upstreams,
         activity,
     });
     tracing::info!(%address, "API proxy listening");
@@ -205,9 +201,9 @@ impl Proxy {
                 if let Err(why) = identity.impersonate(&mut outgoing.parts.headers) {
                     return status(StatusCode::BAD_REQUEST, "BadRequest", &why);
                 }
-                outgoing.send(&self.admin).await
+                outgoing.send(&self.upstreams.admin).await
             }
-            Caller::Bearer(_) | Caller::Anonymous => outgoing.send(&self.anonymous).await,
+            Caller::Bearer(_) | Caller::Anonymous => outgoing.send(&self.upstreams.anonymous).await,
         }
     }
 }
