@@ -29,7 +29,9 @@ use kube::{
 };
 use serde_json::json;
 use vnest_crds::VirtualCluster;
-use vnest_tests::{OperatorProcess, TestNamespace, bed, crd, fixtures::free_port, wait};
+use vnest_tests::{
+    OperatorProcess, TestNamespace, bed, crd, fixtures::free_port, measure::peak_rss_mib, wait,
+};
 
 /// KWOK nodes big enough for N control plane pods (the bed's two nodes hold 220 pods).
 async fn add_bench_nodes(client: &Client, count: usize) {
@@ -135,15 +137,6 @@ fn print_write_changes(before: &str, after: &str) {
             println!("  write: {key} {was} -> {value}");
         }
     }
-}
-
-fn peak_rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
 }
 
 /// Waits until the operator's write counter stops moving for `quiet`; returns it.

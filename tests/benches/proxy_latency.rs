@@ -1,0 +1,156 @@
+//! API proxy benchmark on the real test bed (not a timed test):
+//!
+//! ```sh
+//! cargo build -p vnest-operator && cargo build --release -p vnest-syncer
+//! VNEST_SYNCER_BIN=target/release/vnest-syncer \
+//!   cargo bench -p vnest-tests --bench proxy_latency -- 1000    # N requests (default 1000)
+//! ```
+//!
+//! The same GET of a namespace, N times in a row and N times 16 at a time, straight to the
+//! virtual API server (the bed's admin certificate) and through the syncer's proxy (the
+//! tenant's `vc-<name>` certificate, impersonated): p50/p90/p99 of each and the proxy's
+//! added p50; the activity Lease writes the run caused (at most one per 30 s); the syncer's
+//! peak RSS.
+
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, stream};
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::Namespace};
+use kube::{Api, Client};
+use serde_json::json;
+use vnest_tests::{
+    OperatorProcess, SyncerProcess, TestNamespace, bed, crd,
+    fixtures::{create_virtual_cluster, free_port},
+    measure::{peak_rss_mib, percentile},
+    syncer::SyncerWiring,
+    wait,
+};
+
+const CONCURRENCY: usize = 16;
+
+async fn get_once(client: &Client, name: &str) -> Duration {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let start = Instant::now();
+    namespaces.get(name).await.expect("GET namespace");
+    start.elapsed()
+}
+
+async fn sequential(client: &Client, name: &str, n: usize) -> Vec<Duration> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(get_once(client, name).await);
+    }
+    out
+}
+
+async fn concurrent(client: &Client, name: &str, n: usize) -> (Vec<Duration>, Duration) {
+    let start = Instant::now();
+    let out = stream::iter(0..n)
+        .map(|_| get_once(client, name))
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    (out, start.elapsed())
+}
+
+fn report(label: &str, values: &[Duration]) -> Duration {
+    let ms = |p| percentile(values.to_vec(), p).as_secs_f64() * 1000.0;
+    println!(
+        "  {label:<34} p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms",
+        ms(0.5),
+        ms(0.9),
+        ms(0.99)
+    );
+    percentile(values.to_vec(), 0.5)
+}
+
+async fn renew_time(leases: &Api<Lease>) -> Option<String> {
+    let lease = leases.get_opt("vc-activity").await.ok()??;
+    Some(format!("{:?}", lease.spec?.renew_time?))
+}
+
+#[tokio::main]
+async fn main() {
+    let n: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(1000);
+    let host = bed().host().await;
+    crd::install(&host).await;
+    let ns = TestNamespace::create(&host, "px-bench").await;
+    let _operator = OperatorProcess::start(bed(), &ns.name, "op-px-bench", free_port());
+    create_virtual_cluster(&host, &ns.name, "vc", json!({})).await;
+    let direct = bed().virtual_cluster().await;
+    let vns = TestNamespace::create(&direct, "px-bench").await;
+    let wiring = SyncerWiring::from_operator(&host, &ns.name, "vc", &vns.name).await;
+    let syncer = SyncerProcess::start(&wiring, free_port());
+    let proxied = syncer.tenant_client().await;
+    wait::until("proxy answers", Duration::from_secs(60), || async {
+        let namespaces: Api<Namespace> = Api::all(proxied.clone());
+        namespaces.get(&vns.name).await.map_err(|e| e.to_string())
+    })
+    .await;
+    // Warm both paths (connections, TLS sessions, caches).
+    sequential(&direct, &vns.name, 50).await;
+    sequential(&proxied, &vns.name, 50).await;
+
+    let leases: Api<Lease> = Api::namespaced(host.clone(), &ns.name);
+    let mut renewals = Vec::new();
+    let started = Instant::now();
+    let watch_lease = async {
+        loop {
+            if let Some(t) = renew_time(&leases).await
+                && renewals.last() != Some(&t)
+            {
+                renewals.push(t);
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    };
+    let measure = async {
+        let direct_seq = sequential(&direct, &vns.name, n).await;
+        let proxied_seq = sequential(&proxied, &vns.name, n).await;
+        let (direct_par, direct_took) = concurrent(&direct, &vns.name, n).await;
+        let (proxied_par, proxied_took) = concurrent(&proxied, &vns.name, n).await;
+        (
+            direct_seq,
+            proxied_seq,
+            direct_par,
+            direct_took,
+            proxied_par,
+            proxied_took,
+        )
+    };
+    let (direct_seq, proxied_seq, direct_par, direct_took, proxied_par, proxied_took) = tokio::select! {
+        r = measure => r,
+        () = watch_lease => unreachable!("the Lease poll never ends"),
+    };
+    let ran = started.elapsed();
+
+    println!("proxy_latency N={n} (GET namespace)");
+    let d = report("direct, one at a time", &direct_seq);
+    let p = report("through the proxy, one at a time", &proxied_seq);
+    println!(
+        "  proxy adds                         p50 {:.2} ms",
+        (p.as_secs_f64() - d.as_secs_f64()) * 1000.0
+    );
+    report(&format!("direct, {CONCURRENCY} at a time"), &direct_par);
+    report(&format!("through the proxy, {CONCURRENCY} at a time"), &proxied_par);
+    let rate = |took: Duration| n as f64 / took.as_secs_f64();
+    println!(
+        "  throughput                         direct {:.0}/s, through the proxy {:.0}/s",
+        rate(direct_took),
+        rate(proxied_took)
+    );
+    println!(
+        "  activity Lease renewals seen       {} in {:.0} s (at most one per 30 s)",
+        renewals.len(),
+        ran.as_secs_f64()
+    );
+    println!(
+        "  syncer peak RSS                    {:.1} MiB",
+        peak_rss_mib(syncer.pid())
+    );
+    vns.delete(&direct).await;
+    ns.delete(&host).await;
+}
