@@ -2,7 +2,7 @@
 //!
 //! ```sh
 //! cargo build -p vnest-operator && cargo build --release -p vnest-syncer
-//! VNEST_SYNCER_BIN=target/release/vnest-syncer \
+//! VNEST_SYNCER_BIN=$PWD/target/release/vnest-syncer \
 //!   cargo bench -p vnest-tests --bench proxy_latency -- 1000    # N requests (default 1000)
 //! ```
 //!
