@@ -94,7 +94,7 @@ pub async fn run(ctx: Arc<Ctx>) {
     }
     if to_host.pods.enabled {
         let queue = Queue::default();
-        let syncer = Pods::new(host_services, queue.clone());
+        let syncer = Pods::new(host_services, pods.host.clone(), queue.clone());
         engines.push(Box::pin(engine::run(
             syncer,
             ctx.clone(),
