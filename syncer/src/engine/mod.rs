@@ -67,7 +67,8 @@ impl Ctx {
         self.unsynced.load(Ordering::SeqCst) == 0
     }
 
-    fn namespace_synced(&self, namespace: &str) -> bool {
+    /// Whether virtual namespace `namespace` is one this syncer syncs.
+    pub fn namespace_synced(&self, namespace: &str) -> bool {
         self.virtual_namespaces.is_empty() || self.virtual_namespaces.iter().any(|n| n == namespace)
     }
 

@@ -3,9 +3,12 @@
 
 pub mod configmaps;
 pub mod endpoints;
+pub mod events;
 pub mod nodes;
 pub mod pods;
+pub mod real_nodes;
 pub mod secrets;
+pub mod service_accounts;
 pub mod services;
 
 use kube::{
