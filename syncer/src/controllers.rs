@@ -1,7 +1,8 @@
 //! Starts one engine per enabled resource type, wiring the caches one type's decisions read
 //! from another (ConfigMaps and Secrets follow the pods that use them, Endpoints follow
-//! their Services, pods find the virtual DNS among the host Services, virtual Nodes follow
-//! the pods bound to them, host events are matched to synced pods through both pod caches).
+//! their Services and those of selector Services come back from the host, pods find the
+//! virtual DNS among the host Services, virtual Nodes follow the pods bound to them, host
+//! events are matched to synced pods through both pod caches).
 
 use std::sync::{Arc, atomic::Ordering};
 
@@ -17,6 +18,7 @@ use crate::{
         pods::Pods,
         real_nodes,
         secrets::{self, Secrets},
+        selector_endpoints,
         service_accounts::ServiceAccounts,
         services::Services,
     },
@@ -78,6 +80,23 @@ pub async fn run(ctx: Arc<Ctx>) {
             vec![],
         )));
     }
+    // Selector Services' Endpoints, host → virtual (needs both pod caches).
+    let mut selector_endpoints_task: Option<BoxFuture<'static, ()>> = None;
+    if to_host.endpoints.enabled && to_host.services.enabled && to_host.pods.enabled {
+        let queue = Queue::default();
+        service_followers.push((queue.clone(), endpoints::of_service));
+        let caches = selector_endpoints::Caches {
+            virt_services: services.virt.clone(),
+            host_services: services.host.clone(),
+            virt_pods: pods.virt.clone(),
+            host_pods: pods.host.clone(),
+        };
+        selector_endpoints_task = Some(Box::pin(selector_endpoints::run(
+            ctx.clone(),
+            caches,
+            queue,
+        )));
+    }
     if to_host.services.enabled {
         engines.push(Box::pin(engine::run(
             Services,
@@ -131,6 +150,7 @@ pub async fn run(ctx: Arc<Ctx>) {
     ctx.unsynced.store(engines.len(), Ordering::SeqCst);
     engines.extend(node_task);
     engines.extend(event_task);
+    engines.extend(selector_endpoints_task);
     if !engines.is_empty() {
         futures::future::select_all(engines).await;
     }

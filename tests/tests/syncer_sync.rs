@@ -551,3 +551,65 @@ async fn host_pod_events_show_once_on_the_virtual_pod_with_their_count() {
     assert!(about_app("OwnReport").await.unwrap().is_empty());
     s.teardown().await;
 }
+
+/// Virtual addresses of Endpoints `name`: (ip, the virtual pod it points at).
+async fn virtual_addresses(
+    api: &Api<k8s_openapi::api::core::v1::Endpoints>,
+    name: &str,
+) -> Result<Vec<(String, Option<String>)>, String> {
+    let ep = present(api, name).await?;
+    Ok(ep
+        .subsets
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|s| s.addresses.unwrap_or_default())
+        .map(|a| (a.ip, a.target_ref.and_then(|r| r.name)))
+        .collect())
+}
+
+#[tokio::test]
+async fn selector_service_endpoints_come_back_from_the_host_naming_virtual_pods() {
+    use k8s_openapi::api::core::v1::{Endpoints, Service};
+    let s = setup("sys-endpoints", json!({})).await;
+    let _syncer = s.start_syncer();
+    s.create::<Service>(json!({
+        "apiVersion": "v1", "kind": "Service", "metadata": { "name": "web" },
+        "spec": { "selector": { "app": "web" }, "ports": [{ "port": 80, "targetPort": 8080 }] },
+    }))
+    .await;
+    for name in ["web-0", "web-1"] {
+        s.create::<Pod>(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": { "name": name, "labels": { "app": "web" } },
+            "spec": plain(),
+        }))
+        .await;
+    }
+    let virt_endpoints: Api<Endpoints> = s.virt_api();
+    let virt_pods: Api<Pod> = s.virt_api();
+    let both = wait::until("virtual endpoints of both pods", TIMEOUT, || async {
+        let mut found = virtual_addresses(&virt_endpoints, "web").await?;
+        found.sort();
+        (found.len() == 2)
+            .then_some(found.clone())
+            .ok_or(format!("{found:?}"))
+    })
+    .await;
+    for (ip, pod) in &both {
+        let pod = pod.clone().expect("a reference to the virtual pod");
+        let virt = virt_pods.get(&pod).await.unwrap();
+        assert_eq!(virt.status.unwrap().pod_ip.as_deref(), Some(ip.as_str()));
+    }
+    virt_pods
+        .delete("web-1", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    wait::until("virtual endpoints follow the deletion", TIMEOUT, || async {
+        let found = virtual_addresses(&virt_endpoints, "web").await?;
+        (found.len() == 1 && found[0].1.as_deref() == Some("web-0"))
+            .then_some(())
+            .ok_or(format!("{found:?}"))
+    })
+    .await;
+    s.teardown().await;
+}

@@ -8,6 +8,7 @@ pub mod nodes;
 pub mod pods;
 pub mod real_nodes;
 pub mod secrets;
+pub mod selector_endpoints;
 pub mod service_accounts;
 pub mod services;
 
