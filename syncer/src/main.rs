@@ -128,7 +128,7 @@ async fn main() -> anyhow::Result<()> {
     let virt = Client::try_from(virtual_config)?;
     tracing::info!(vc = %config.name, host_namespace = %config.host_namespace, proxy = %args.proxy_address, "starting");
     let reporter = Reporter {
-        controller: "vnest-syncer".into(),
+        controller: vnest_syncer::translate::event::REPORTER.into(),
         instance: std::env::var("POD_NAME").ok(),
     };
     let ctx = Arc::new(Ctx {

@@ -3,13 +3,15 @@
 //! ```sh
 //! cargo build -p vnest-operator && cargo build --release -p vnest-syncer
 //! VNEST_SYNCER_BIN=target/release/vnest-syncer \
-//!   cargo bench -p vnest-tests --bench syncer_scale -- 200     # N pods (default 200)
+//!   cargo bench -p vnest-tests --bench syncer_scale -- 1000    # N pods (default 1000)
 //! ```
 //!
 //! Creates N pods in a virtual namespace and reports p50/p99 latency from the virtual create
 //! returning to the host pod being seen, and from the host pod Running to the virtual pod
 //! Running; host API writes per pod; writes during 60 s of idleness (target 0); the
-//! syncer's peak RSS. The bed's two KWOK nodes hold 220 pods, which bounds N.
+//! syncer's peak RSS; and, from the syncer's own histograms, where the time went (queue
+//! wait, reconcile, each API call). The bed's two KWOK nodes hold 220 pods, so the bench
+//! adds fake KWOK nodes of its own for N and deletes them afterwards.
 
 use std::{
     collections::HashMap,
@@ -18,7 +20,7 @@ use std::{
 };
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, PostParams},
@@ -32,6 +34,46 @@ use vnest_tests::{
     syncer::SyncerWiring,
     wait,
 };
+
+/// Pods each added fake node holds.
+const PODS_PER_NODE: usize = 250;
+
+/// A fake node KWOK runs (as `tests/testbed/up.sh` makes them), holding many pods.
+fn fake_node(name: &str) -> Node {
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": name,
+            "annotations": { "kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0" },
+            "labels": { "type": "kwok", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "vnest-tests/bench": "syncer" },
+        },
+        "status": {
+            "allocatable": { "cpu": "256", "memory": "1Ti", "pods": PODS_PER_NODE.to_string() },
+            "capacity": { "cpu": "256", "memory": "1Ti", "pods": PODS_PER_NODE.to_string() },
+            "nodeInfo": { "architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": "fake", "kubeProxyVersion": "fake" },
+        },
+    }))
+    .expect("node JSON")
+}
+
+/// `<name>_sum / <name>_count` for each label value of a histogram, in milliseconds.
+fn histogram_means(text: &str, name: &str) -> Vec<(String, f64, f64)> {
+    let value = |line: &str| line.rsplit(' ').next()?.parse::<f64>().ok();
+    let mut out = Vec::new();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}_count{{")))
+    {
+        let labels = &line[line.find('{').unwrap_or(0)..=line.find('}').unwrap_or(0)];
+        let sum = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}_sum{labels}")))
+            .and_then(value);
+        if let (Some(count), Some(sum)) = (value(line), sum) {
+            out.push((labels.to_string(), count, sum / count.max(1.0) * 1000.0));
+        }
+    }
+    out
+}
 
 /// Per pod name: when an event was first seen.
 type Seen = Arc<Mutex<HashMap<String, Instant>>>;
@@ -74,10 +116,20 @@ async fn main() {
     let n: usize = std::env::args()
         .skip(1)
         .find_map(|a| a.parse().ok())
-        .unwrap_or(200);
+        .unwrap_or(1000);
     let host = bed().host().await;
     crd::install(&host).await;
     let ns = TestNamespace::create(&host, "sy-bench").await;
+    let nodes: Api<Node> = Api::all(host.clone());
+    let node_names: Vec<String> = (0..n.div_ceil(PODS_PER_NODE))
+        .map(|i| format!("{}-node-{i}", ns.name))
+        .collect();
+    for name in &node_names {
+        nodes
+            .create(&PostParams::default(), &fake_node(name))
+            .await
+            .expect("create fake node");
+    }
     let _operator = OperatorProcess::start(bed(), &ns.name, "op", free_port());
     create_virtual_cluster(&host, &ns.name, "vc", json!({})).await;
     let virt = bed().virtual_cluster().await;
@@ -188,11 +240,27 @@ async fn main() {
         ms(percentile(status, 0.99))
     );
     println!(
-        "  host writes per pod                {:>8.2} (pod + its token Secret)",
+        "  host writes per pod                {:>8.2}",
         writes_total / n as f64
     );
     println!("  host writes in 60 s idle           {idle_writes:>8.0}");
     println!("  syncer peak RSS                    {rss:>8.1} MiB");
+    let metrics = syncer.get("/metrics").await.unwrap_or_default();
+    for histogram in [
+        "vnest_syncer_queue_wait_seconds",
+        "vnest_syncer_reconcile_duration_seconds",
+        "vnest_syncer_api_call_seconds",
+    ] {
+        for (labels, count, mean_ms) in histogram_means(&metrics, histogram) {
+            println!("  {histogram}{labels:<22} n {count:>6.0}  mean {mean_ms:>7.1} ms");
+        }
+    }
+    for line in metrics
+        .lines()
+        .filter(|l| l.starts_with("vnest_syncer_host_writes_total{"))
+    {
+        println!("  {line}");
+    }
     drop(syncer);
     let _ = virt_pods
         .delete_collection(
@@ -202,4 +270,7 @@ async fn main() {
         .await;
     vns.delete(&virt).await;
     ns.delete(&host).await;
+    for name in &node_names {
+        let _ = nodes.delete(name, &DeleteParams::default()).await;
+    }
 }

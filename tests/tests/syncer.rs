@@ -319,11 +319,8 @@ async fn tenant_workloads_run_on_the_host_and_report_back() {
     .await;
 
     // The pod's token is a virtual service-account token the virtual API server accepts.
-    let token_secret = wait::until("token secret", TIMEOUT, || {
-        present(&host_secrets, format!("{}-sa-token", s.host_name("web-0")))
-    })
-    .await;
-    let token = String::from_utf8(token_secret.data.unwrap()["token"].0.clone()).unwrap();
+    let web_0 = host_pods.get(&s.host_name("web-0")).await.unwrap();
+    let token = web_0.annotations()["vcluster.loft.sh/token"].clone();
     let whoami = std::process::Command::new(bed().bin("kubectl"))
         .args([
             "--server",

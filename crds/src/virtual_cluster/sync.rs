@@ -115,6 +115,13 @@ pub struct PodsToHost {
     #[serde(default)]
     #[schemars(length(max = 32))]
     pub patches: Vec<PodPatch>,
+    /// Deliver each pod's virtual service-account token through a host Secret
+    /// `<host-pod>-sa-token` instead of an annotation on the host pod (vCluster's option of
+    /// the same name). Off: one host write per pod, but whoever may read pods in the host
+    /// namespace (e.g. the `view` role, log shippers that copy annotations) can read the
+    /// tokens. On: only those who may read Secrets can, at a second write per pod.
+    #[serde(default, rename = "useSecretsForSATokens")]
+    pub use_secrets_for_sa_tokens: bool,
 }
 
 impl Default for PodsToHost {
@@ -123,6 +130,7 @@ impl Default for PodsToHost {
             enabled: true,
             translate_patches: Vec::new(),
             patches: Vec::new(),
+            use_secrets_for_sa_tokens: false,
         }
     }
 }

@@ -80,8 +80,9 @@ pub fn role_rules(input: &Input) -> Vec<PolicyRule> {
             &["pods/exec", "pods/attach", "pods/portforward"],
             &["create", "get"],
         ));
-        // Each synced pod's virtual service-account token lives in a host Secret.
-        if !to_host.secrets.enabled {
+        // With useSecretsForSATokens each synced pod's virtual token lives in a host Secret
+        // (otherwise in an annotation of the host pod, which the pods rule covers).
+        if to_host.pods.use_secrets_for_sa_tokens && !to_host.secrets.enabled {
             rules.push(rule("", &["secrets"], WRITE));
         }
         // Pods get KUBERNETES_SERVICE_HOST from the virtual cluster's own Service.
@@ -245,10 +246,19 @@ mod tests {
         })
     }
 
+    /// Token Secrets need Secret writes only when the tenant chose them over annotations.
     #[test]
     fn synced_pods_can_store_their_token_and_read_their_api_service() {
         let spec = spec_from_yaml(
             "sync: {toHost: {secrets: {enabled: false}, services: {enabled: false}}}",
+        );
+        let rules = role_rules(&input(&spec));
+        assert!(
+            !grants(&rules, "", "secrets", "create"),
+            "tokens travel in pod annotations: {rules:?}"
+        );
+        let spec = spec_from_yaml(
+            "sync: {toHost: {pods: {useSecretsForSATokens: true}, secrets: {enabled: false}, services: {enabled: false}}}",
         );
         let rules = role_rules(&input(&spec));
         assert!(

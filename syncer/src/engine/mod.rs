@@ -67,7 +67,8 @@ impl Ctx {
         self.unsynced.load(Ordering::SeqCst) == 0
     }
 
-    fn namespace_synced(&self, namespace: &str) -> bool {
+    /// Whether virtual namespace `namespace` is one this syncer syncs.
+    pub fn namespace_synced(&self, namespace: &str) -> bool {
         self.virtual_namespaces.is_empty() || self.virtual_namespaces.iter().any(|n| n == namespace)
     }
 
@@ -272,7 +273,7 @@ pub async fn run<S: Syncer>(
             let key = key_of(&obj);
             let host_name = target.host_name(&key.1, &key.0);
             if host_store.get(&ObjectRef::new(&host_name).within(&target.host_namespace)).is_none() {
-                queue.push_front(key);
+                queue.push_urgent(key);
             } else {
                 queue.push(key);
             }
@@ -326,8 +327,18 @@ impl<S: Syncer> Engine<S> {
 
     async fn work(self: Arc<Self>) {
         loop {
-            let key = self.queue.pop().await;
+            let (key, waited) = self.queue.pop().await;
+            let metrics = &self.ctx.metrics;
+            metrics
+                .queue_wait
+                .with_label_values(&[S::KIND])
+                .observe(waited.as_secs_f64());
+            let start = std::time::Instant::now();
             let result = self.reconcile(&key).await;
+            metrics
+                .reconcile_duration
+                .with_label_values(&[S::KIND])
+                .observe(start.elapsed().as_secs_f64());
             if let Err(e) = &result {
                 self.ctx
                     .metrics
@@ -386,12 +397,11 @@ impl<S: Syncer> Engine<S> {
     async fn apply(&self, body: &S::K) -> anyhow::Result<()> {
         self.count_write();
         let name = body.name_any();
-        self.host_api()
-            .patch(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(body),
-            )
+        let api = self.host_api();
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        self.ctx
+            .metrics
+            .timed("host_apply", api.patch(&name, &params, &Patch::Apply(body)))
             .await
             .with_context(|| format!("failed to apply host {} {name}", S::KIND))?;
         tracing::info!(kind = S::KIND, host = %name, "applied host copy");

@@ -1,11 +1,12 @@
 //! A keyed work queue: each key is queued at most once, never handed to two workers at the
 //! same time (a push while it is being worked on runs it again afterwards), and retried
-//! with exponential back-off after failures.
+//! with exponential back-off after failures. Two lanes: urgent keys (objects without a host
+//! copy yet) are handed out before the others, each lane first in, first out.
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
     sync::{Arc, Mutex},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use tokio::sync::Notify;
@@ -18,8 +19,10 @@ const BACKOFF_MAX: Duration = Duration::from_secs(60);
 
 #[derive(Default)]
 struct State {
+    urgent: VecDeque<Key>,
     order: VecDeque<Key>,
-    queued: HashSet<Key>,
+    /// Queued keys and since when.
+    queued: HashMap<Key, Instant>,
     active: HashSet<Key>,
     dirty: HashSet<Key>,
     failures: HashMap<Key, u32>,
@@ -47,27 +50,29 @@ impl Queue {
         self.insert(key, false);
     }
 
-    /// Pushes `key` ahead of the others (new objects should not wait behind updates).
-    pub fn push_front(&self, key: Key) {
+    /// Pushes `key` into the urgent lane: new objects should not wait behind updates of
+    /// earlier ones, nor overtake other new objects (a stack would starve the first ones).
+    pub fn push_urgent(&self, key: Key) {
         self.insert(key, true);
     }
 
-    fn insert(&self, key: Key, front: bool) {
+    fn insert(&self, key: Key, urgent: bool) {
         let mut s = self.lock();
         if s.active.contains(&key) {
             s.dirty.insert(key);
-        } else if s.queued.insert(key.clone()) {
-            if front {
-                s.order.push_front(key);
+        } else if !s.queued.contains_key(&key) {
+            s.queued.insert(key.clone(), Instant::now());
+            if urgent {
+                s.urgent.push_back(key);
             } else {
                 s.order.push_back(key);
             }
             drop(s);
             self.notify.notify_one();
-        } else if front && let Some(i) = s.order.iter().position(|k| *k == key) {
-            // Already queued behind others: move it up.
+        } else if urgent && let Some(i) = s.order.iter().position(|k| *k == key) {
+            // Already queued behind updates: move it to the urgent lane.
             s.order.remove(i);
-            s.order.push_front(key);
+            s.urgent.push_back(key);
         }
     }
 
@@ -80,16 +85,16 @@ impl Queue {
         });
     }
 
-    /// The next key, marked as being worked on until [`Queue::done`].
-    pub async fn pop(&self) -> Key {
+    /// The next key and how long it waited, marked as being worked on until [`Queue::done`].
+    pub async fn pop(&self) -> (Key, Duration) {
         loop {
             let notified = self.notify.notified();
             {
                 let mut s = self.lock();
-                if let Some(key) = s.order.pop_front() {
-                    s.queued.remove(&key);
+                if let Some(key) = s.urgent.pop_front().or_else(|| s.order.pop_front()) {
+                    let since = s.queued.remove(&key);
                     s.active.insert(key.clone());
-                    return key;
+                    return (key, since.map(|t| t.elapsed()).unwrap_or_default());
                 }
             }
             notified.await;
@@ -133,8 +138,8 @@ mod tests {
         q.push(key("a"));
         q.push(key("a"));
         q.push(key("b"));
-        assert_eq!(q.pop().await, key("a"));
-        assert_eq!(q.pop().await, key("b"));
+        assert_eq!(q.pop().await.0, key("a"));
+        assert_eq!(q.pop().await.0, key("b"));
         assert!(q.lock().order.is_empty());
     }
 
@@ -143,24 +148,39 @@ mod tests {
     async fn a_push_while_active_runs_again_after_done() {
         let q = Queue::default();
         q.push(key("a"));
-        let k = q.pop().await;
+        let (k, _) = q.pop().await;
         q.push(key("a"));
         assert!(q.lock().order.is_empty());
         q.done(k, true);
-        assert_eq!(q.pop().await, key("a"));
+        assert_eq!(q.pop().await.0, key("a"));
     }
 
-    /// A new object overtakes queued updates, even if it was already queued.
+    /// New objects overtake queued updates (even one already queued as an update) and keep
+    /// their own order among themselves.
     #[tokio::test]
-    async fn push_front_overtakes() {
+    async fn urgent_keys_overtake_updates_in_arrival_order() {
         let q = Queue::default();
         q.push(key("a"));
         q.push(key("b"));
-        q.push_front(key("c"));
-        q.push_front(key("b"));
-        assert_eq!(q.pop().await, key("b"));
-        assert_eq!(q.pop().await, key("c"));
-        assert_eq!(q.pop().await, key("a"));
+        q.push_urgent(key("c"));
+        q.push_urgent(key("b"));
+        q.push_urgent(key("d"));
+        let mut order = Vec::new();
+        for _ in 0..4 {
+            order.push(q.pop().await.0);
+        }
+        assert_eq!(order, [key("c"), key("b"), key("d"), key("a")]);
+    }
+
+    /// The wait reported is the time since the key was first queued.
+    #[tokio::test]
+    async fn pop_reports_how_long_the_key_waited() {
+        let q = Queue::default();
+        q.push(key("a"));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        q.push(key("a"));
+        let (_, waited) = q.pop().await;
+        assert!(waited >= Duration::from_millis(20), "{waited:?}");
     }
 
     /// Failures back off exponentially up to a minute.

@@ -3,9 +3,13 @@
 
 pub mod configmaps;
 pub mod endpoints;
+pub mod events;
 pub mod nodes;
 pub mod pods;
+pub mod real_nodes;
 pub mod secrets;
+pub mod selector_endpoints;
+pub mod service_accounts;
 pub mod services;
 
 use kube::{
@@ -56,6 +60,7 @@ fn metadata_covers<K: Resource>(actual: &K, desired: &K) -> bool {
 
 /// Patches the virtual object's status to `desired` when it does not already show it.
 async fn sync_status<K, S>(
+    ctx: &Ctx,
     api: &Api<K>,
     virt: &K,
     current: Option<&S>,
@@ -73,17 +78,19 @@ where
     if covers(&current, &desired) {
         return Ok(());
     }
-    api.patch_status(
-        &virt.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(serde_json::json!({ "status": desired })),
-    )
-    .await
-    .map_err(|e| {
-        anyhow::anyhow!(
-            "failed to update virtual status of {}: {e}",
-            virt.name_any()
+    let patch = Patch::Merge(serde_json::json!({ "status": desired }));
+    let name = virt.name_any();
+    ctx.metrics
+        .timed(
+            "virtual_status",
+            api.patch_status(&name, &PatchParams::default(), &patch),
         )
-    })?;
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "failed to update virtual status of {}: {e}",
+                virt.name_any()
+            )
+        })?;
     Ok(())
 }

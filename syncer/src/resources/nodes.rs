@@ -88,7 +88,7 @@ pub async fn run(ctx: Arc<Ctx>, pods: Store<Pod>, queue: Queue) {
         .flat_map(|p| node_of(p))
         .for_each(|k| queue.push(k));
     loop {
-        let key = queue.pop().await;
+        let (key, _) = queue.pop().await;
         let result = reconcile(&ctx, &pods, &key.1).await;
         if let Err(e) = &result {
             ctx.metrics

@@ -84,6 +84,7 @@ impl Syncer for Services {
         let api: Api<Service> =
             Api::namespaced(ctx.virt.clone(), &virt.namespace().unwrap_or_default());
         sync_status(
+            ctx,
             &api,
             virt,
             virt.status.as_ref(),

@@ -3,11 +3,13 @@
 
 pub mod configmap;
 pub mod endpoints;
+pub mod event;
 pub mod node;
 pub mod pod;
 pub mod pod_security;
 pub mod secret;
 pub mod service;
+pub mod service_account;
 
 use std::collections::BTreeMap;
 

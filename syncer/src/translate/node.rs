@@ -1,10 +1,13 @@
-//! Minimal virtual Nodes: with `fromHost.nodes` off, each host node running a synced pod
-//! appears in the virtual cluster under its own name with nothing of the host's details.
+//! Virtual Nodes. With `fromHost.nodes` off, each host node running a synced pod appears in
+//! the virtual cluster under its own name with nothing of the host's details (minimal). With
+//! it on, host nodes matching the selector are copied as they are (real).
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeStatus};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use sha2::{Digest, Sha256};
+use vnest_crds::{NodeSelector, meta::ANNOTATION_APPLIED_HASH};
 
 /// Label marking virtual Nodes the syncer made (vCluster's spelling).
 pub const LABEL_FAKE_NODE: &str = "vcluster.loft.sh/fake-node";
@@ -39,9 +42,147 @@ pub fn minimal_node(name: &str, host_ip: Option<&str>) -> Node {
     }
 }
 
+/// Whether host node `host` is one `selector` picks (`all`, or every listed label).
+pub fn selected(host: &Node, selector: &NodeSelector) -> bool {
+    let labels = host.metadata.labels.clone().unwrap_or_default();
+    selector.all
+        || (!selector.labels.is_empty()
+            && selector
+                .labels
+                .iter()
+                .all(|(k, v)| labels.get(k) == Some(v)))
+}
+
+/// The virtual copy of host node `host`, without status: its labels, annotations, taints
+/// and schedulability, plus [`ANNOTATION_APPLIED_HASH`] of exactly those, so the copy is
+/// written again only when the host changes them and a tenant's edit of the virtual node
+/// stays until then (design.md, "Who owns what").
+pub fn real_node(host: &Node) -> Node {
+    let spec = host.spec.as_ref().map(|s| NodeSpec {
+        taints: s.taints.clone(),
+        unschedulable: s.unschedulable,
+        ..Default::default()
+    });
+    let labels = host.metadata.labels.clone();
+    let mut annotations = host.metadata.annotations.clone().unwrap_or_default();
+    annotations.remove(ANNOTATION_APPLIED_HASH);
+    let hashed = serde_json::to_string(&(&labels, &annotations, &spec)).unwrap_or_default();
+    let hash: String = Sha256::digest(hashed.as_bytes())
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    annotations.insert(ANNOTATION_APPLIED_HASH.to_string(), hash);
+    Node {
+        metadata: ObjectMeta {
+            name: host.metadata.name.clone(),
+            labels,
+            annotations: Some(annotations),
+            ..Default::default()
+        },
+        spec,
+        status: None,
+    }
+}
+
+/// The status a real virtual node shows: the host's, without the list of pulled images
+/// when `clear_image_status` asks to hide it.
+pub fn real_node_status(host: &Node, clear_image_status: bool) -> Option<NodeStatus> {
+    let mut status = host.status.clone()?;
+    if clear_image_status {
+        status.images = None;
+    }
+    Some(status)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const HOST: &str = r#"
+metadata:
+  name: worker-1
+  uid: host-uid
+  resourceVersion: "9"
+  labels: { vcluster-enabled: "true", kubernetes.io/hostname: worker-1 }
+  annotations: { node.alpha.kubernetes.io/ttl: "0" }
+spec:
+  podCIDR: 10.244.1.0/24
+  providerID: aws:///i-1
+  unschedulable: true
+  taints: [{ key: dedicated, value: ci, effect: NoSchedule }]
+status:
+  capacity: { cpu: "4", pods: "110" }
+  conditions: [{ type: Ready, status: "True" }]
+  images: [{ names: [registry.example/secret-app:1], sizeBytes: 1 }]
+"#;
+
+    fn host() -> Node {
+        serde_yaml::from_str(HOST).unwrap()
+    }
+
+    /// The seed's `selector.labels` picks nodes with every label; `all` picks every node;
+    /// an empty selector picks none (then only nodes running synced pods are copied).
+    #[test]
+    fn the_selector_needs_every_label_or_all() {
+        let mut selector = NodeSelector::default();
+        assert!(!selected(&host(), &selector));
+        selector
+            .labels
+            .insert("vcluster-enabled".into(), "true".into());
+        assert!(selected(&host(), &selector));
+        selector.labels.insert("zone".into(), "a".into());
+        assert!(!selected(&host(), &selector));
+        let all = NodeSelector {
+            all: true,
+            ..Default::default()
+        };
+        assert!(selected(&host(), &all));
+    }
+
+    /// Labels, annotations, taints and schedulability are copied; the host's identity and
+    /// addressing fields are not.
+    #[test]
+    fn real_nodes_copy_what_scheduling_needs() {
+        let node = real_node(&host());
+        assert_eq!(node.metadata.name.as_deref(), Some("worker-1"));
+        assert_eq!(node.metadata.labels.unwrap()["vcluster-enabled"], "true");
+        assert!(node.metadata.uid.is_none() && node.metadata.resource_version.is_none());
+        let spec = node.spec.unwrap();
+        assert_eq!(spec.unschedulable, Some(true));
+        assert_eq!(spec.taints.unwrap()[0].key, "dedicated");
+        assert_eq!(spec.pod_cidr, None);
+        assert_eq!(spec.provider_id, None);
+    }
+
+    /// The hash changes when the host changes a copied field, and only then.
+    #[test]
+    fn the_applied_hash_follows_copied_fields_only() {
+        let hash =
+            |n: &Node| real_node(n).metadata.annotations.unwrap()[ANNOTATION_APPLIED_HASH].clone();
+        let before = hash(&host());
+        let mut status_only = host();
+        status_only.status = None;
+        status_only.metadata.resource_version = Some("10".into());
+        assert_eq!(hash(&status_only), before);
+        let mut relabelled = host();
+        relabelled
+            .metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert("new".into(), "x".into());
+        assert_ne!(hash(&relabelled), before);
+    }
+
+    /// `clearImageStatus` hides which images the host pulled; otherwise status is the host's.
+    #[test]
+    fn image_status_is_cleared_only_when_asked() {
+        assert!(real_node_status(&host(), true).unwrap().images.is_none());
+        let kept = real_node_status(&host(), false).unwrap();
+        assert_eq!(kept.images.unwrap().len(), 1);
+        assert_eq!(kept.capacity.unwrap()["cpu"].0, "4");
+    }
 
     /// The node is Ready, marked as ours, and shows only the address pods already know.
     #[test]

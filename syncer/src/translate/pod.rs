@@ -4,18 +4,37 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, KeyToPath, Pod, PodDNSConfig, PodDNSConfigOption, PodSpec, PodStatus,
+    Container, DownwardAPIProjection, DownwardAPIVolumeFile, EnvVar, KeyToPath,
+    ObjectFieldSelector, Pod, PodDNSConfig, PodDNSConfigOption, PodSpec, PodStatus,
     SecretProjection, Volume, VolumeProjection,
 };
 
 use vnest_crds::meta::{
     ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_NAMESPACE, ANNOTATION_OBJECT_UID,
+    ANNOTATION_TOKEN_RENEW_AT,
 };
 
 use super::Target;
 
 /// Key of the virtual service-account token in its host Secret.
 pub const TOKEN_KEY: &str = "token";
+/// Host pod annotation carrying the pod's virtual service-account token. Under the reserved
+/// `vcluster.loft.sh/` prefix, so a tenant annotation can never set it.
+pub const ANNOTATION_TOKEN: &str = "vcluster.loft.sh/token";
+
+/// How the pod's minted virtual service-account token reaches the host pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TokenDelivery {
+    /// In host Secret `.0` (key [`TOKEN_KEY`]), projected in place of the token.
+    Secret(String),
+    /// In annotation [`ANNOTATION_TOKEN`] of the host pod itself, projected through the
+    /// downward API: no second object, so one host write per pod.
+    Annotation {
+        token: String,
+        /// Unix seconds when the syncer renews it, kept beside it for a restarted syncer.
+        renew_at: u64,
+    },
+}
 
 /// What the host pod needs besides the virtual pod itself.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -27,9 +46,8 @@ pub struct PodEnv {
     pub dns_ip: Option<String>,
     /// `sync.toHost.serviceaccounts`: host copies of service accounts exist.
     pub sync_service_accounts: bool,
-    /// Host Secret holding the pod's virtual service-account token (key [`TOKEN_KEY`]),
-    /// when one was minted; without it projected tokens are dropped.
-    pub token_secret: Option<String>,
+    /// Where the pod's minted virtual token is; without one, projected tokens are dropped.
+    pub token: Option<TokenDelivery>,
 }
 
 /// ConfigMaps and Secrets (virtual names, in the pod's namespace) a pod uses.
@@ -186,32 +204,52 @@ fn rewrite_downward_api(spec: &mut PodSpec) {
     }
 }
 
-/// Replaces projected service-account tokens with the minted token Secret, or drops them.
-fn replace_tokens(volumes: &mut [Volume], token_secret: Option<&str>) {
+/// The projection delivering the minted token at `path`.
+fn token_projection(delivery: &TokenDelivery, path: &str) -> VolumeProjection {
+    match delivery {
+        TokenDelivery::Secret(secret) => VolumeProjection {
+            secret: Some(SecretProjection {
+                name: secret.to_string(),
+                items: Some(vec![KeyToPath {
+                    key: TOKEN_KEY.to_string(),
+                    path: path.to_string(),
+                    ..Default::default()
+                }]),
+                optional: Some(false),
+            }),
+            ..Default::default()
+        },
+        TokenDelivery::Annotation { .. } => VolumeProjection {
+            downward_api: Some(DownwardAPIProjection {
+                items: Some(vec![DownwardAPIVolumeFile {
+                    path: path.to_string(),
+                    field_ref: Some(ObjectFieldSelector {
+                        field_path: format!("metadata.annotations['{ANNOTATION_TOKEN}']"),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }]),
+            }),
+            ..Default::default()
+        },
+    }
+}
+
+/// Replaces projected service-account tokens with the minted token, or drops them.
+fn replace_tokens(volumes: &mut [Volume], token: Option<&TokenDelivery>) {
     for projected in volumes.iter_mut().filter_map(|v| v.projected.as_mut()) {
         let Some(sources) = &mut projected.sources else {
             continue;
         };
         *sources = std::mem::take(sources)
             .into_iter()
-            .filter_map(
-                |source| match (&source.service_account_token, token_secret) {
-                    (None, _) => Some(source),
-                    (Some(_), None) => None,
-                    (Some(token), Some(secret)) => Some(VolumeProjection {
-                        secret: Some(SecretProjection {
-                            name: secret.to_string(),
-                            items: Some(vec![KeyToPath {
-                                key: TOKEN_KEY.to_string(),
-                                path: token.path.clone(),
-                                ..Default::default()
-                            }]),
-                            optional: Some(false),
-                        }),
-                        ..Default::default()
-                    }),
-                },
-            )
+            .filter_map(|source| match (&source.service_account_token, token) {
+                (None, _) => Some(source),
+                (Some(_), None) => None,
+                (Some(projection), Some(delivery)) => {
+                    Some(token_projection(delivery, &projection.path))
+                }
+            })
             .collect();
     }
 }
@@ -269,7 +307,7 @@ pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
     walk_references(&mut spec, &mut { rename }, &mut { rename }, &mut { rename });
     replace_tokens(
         spec.volumes.as_deref_mut().unwrap_or_default(),
-        env.token_secret.as_deref(),
+        env.token.as_ref(),
     );
     rewrite_downward_api(&mut spec);
 
@@ -320,8 +358,14 @@ pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
             }]),
         });
     }
+    let mut metadata = target.host_meta("Pod", &virt.metadata);
+    if let Some(TokenDelivery::Annotation { token, renew_at }) = &env.token {
+        let annotations = metadata.annotations.get_or_insert_default();
+        annotations.insert(ANNOTATION_TOKEN.to_string(), token.clone());
+        annotations.insert(ANNOTATION_TOKEN_RENEW_AT.to_string(), renew_at.to_string());
+    }
     Pod {
-        metadata: target.host_meta("Pod", &virt.metadata),
+        metadata,
         spec: Some(spec),
         status: None,
     }
@@ -383,7 +427,7 @@ spec:
             api_service: Some(("10.96.0.10".into(), 443)),
             dns_ip: Some("10.96.0.53".into()),
             sync_service_accounts: false,
-            token_secret: None,
+            token: None,
         }
     }
 
@@ -511,11 +555,11 @@ spec:
         assert!(sources.iter().all(|s| s.service_account_token.is_none()));
     }
 
-    /// With a minted token its Secret is projected at the path the pod asked for.
+    /// With a minted token in a Secret, the Secret is projected at the path the pod asked for.
     #[test]
     fn projected_token_comes_from_the_minted_secret() {
         let spec = host(&PodEnv {
-            token_secret: Some("web-0-x-shop-x-vc-sa-token".into()),
+            token: Some(TokenDelivery::Secret("web-0-x-shop-x-vc-sa-token".into())),
             ..env()
         });
         let sources = spec.volumes.unwrap()[4]
@@ -535,6 +579,58 @@ spec:
         assert_eq!(
             requested_tokens(pod.spec.as_ref().unwrap()),
             vec![(None, Some(3607))]
+        );
+    }
+
+    /// With a minted token in an annotation, the host pod carries it (and when it is due)
+    /// and projects it through the downward API at the path the pod asked for; a tenant
+    /// annotation of the same key never reaches the host.
+    #[test]
+    fn projected_token_comes_from_the_host_pod_annotation() {
+        let mut virt: Pod = from_yaml(POD);
+        virt.metadata.annotations =
+            Some([(ANNOTATION_TOKEN.to_string(), "forged".to_string())].into());
+        let env = PodEnv {
+            token: Some(TokenDelivery::Annotation {
+                token: "jwt".into(),
+                renew_at: 42,
+            }),
+            ..env()
+        };
+        let pod = host_pod(&virt, &target(), &env);
+        let annotations = pod.metadata.annotations.unwrap();
+        assert_eq!(annotations[ANNOTATION_TOKEN], "jwt");
+        assert_eq!(annotations[ANNOTATION_TOKEN_RENEW_AT], "42");
+        let sources = pod.spec.unwrap().volumes.unwrap()[4]
+            .projected
+            .clone()
+            .unwrap()
+            .sources
+            .unwrap();
+        assert!(sources.iter().all(|s| s.secret.is_none()));
+        let item = &sources[0]
+            .downward_api
+            .as_ref()
+            .unwrap()
+            .items
+            .as_ref()
+            .unwrap()[0];
+        assert_eq!(item.path, "token");
+        assert_eq!(
+            item.field_ref.as_ref().unwrap().field_path,
+            "metadata.annotations['vcluster.loft.sh/token']"
+        );
+    }
+
+    /// Without an annotation delivery the host pod carries no token annotation.
+    #[test]
+    fn no_token_annotation_without_annotation_delivery() {
+        let pod = host_pod(&from_yaml(POD), &target(), &env());
+        assert!(
+            !pod.metadata
+                .annotations
+                .unwrap()
+                .contains_key(ANNOTATION_TOKEN)
         );
     }
 

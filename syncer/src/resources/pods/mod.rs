@@ -1,0 +1,220 @@
+//! Pods: refused when they break the Pod Security Standard; otherwise copied to the host,
+//! their status copied back, the virtual pod bound to the node its host copy landed on, and
+//! a virtual service-account token minted for them ([`token`]).
+
+mod token;
+
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::{
+    Api, ResourceExt,
+    api::{DeleteParams, PostParams},
+    runtime::reflector::{ObjectRef, Store},
+};
+use tokio::sync::OnceCell;
+use vnest_crds::translate::host_name;
+
+use super::{metadata_covers, sync_status};
+use crate::{
+    engine::{Ctx, Decision, HostGone, Queue, Syncer},
+    translate::{
+        pod::{PodEnv, TokenDelivery, host_pod, requested_tokens, virtual_status},
+        pod_security,
+    },
+};
+use token::Tokens;
+
+/// Port of the virtual API server's host Service (443 → the proxy's 8443).
+const API_SERVICE_PORT: i32 = 443;
+
+pub struct Pods {
+    /// Host Services the syncer made, to find the virtual cluster's DNS.
+    host_services: Store<Service>,
+    /// Host pods, to pick up the token a host copy already carries after a restart.
+    host_pods: Store<Pod>,
+    api_service: OnceCell<(String, i32)>,
+    tokens: Tokens,
+}
+
+impl Pods {
+    /// `queue` is the pod queue: pods are queued again when their token is due.
+    pub fn new(host_services: Store<Service>, host_pods: Store<Pod>, queue: Queue) -> Self {
+        Pods {
+            host_services,
+            host_pods,
+            api_service: OnceCell::new(),
+            tokens: Tokens::new(queue),
+        }
+    }
+
+    /// ClusterIP of the operator's Service in front of the virtual API server.
+    async fn api_service(&self, ctx: &Ctx) -> Option<(String, i32)> {
+        let found = self
+            .api_service
+            .get_or_try_init(|| async {
+                let api: Api<Service> =
+                    Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
+                let svc = api.get(&ctx.config.service_name).await?;
+                let ip = svc
+                    .spec
+                    .and_then(|s| s.cluster_ip)
+                    .filter(|ip| !ip.is_empty() && ip != "None");
+                ip.map(|ip| (ip, API_SERVICE_PORT))
+                    .ok_or_else(|| anyhow::anyhow!("service has no ClusterIP"))
+            })
+            .await;
+        match found {
+            Ok(found) => Some(found.clone()),
+            Err(e) => {
+                tracing::warn!(service = %ctx.config.service_name, error = %e, "virtual API service not found; pods get no KUBERNETES_SERVICE_HOST");
+                None
+            }
+        }
+    }
+
+    /// ClusterIP of the host copy of the virtual cluster's `kube-system/kube-dns`.
+    fn dns_ip(&self, ctx: &Ctx) -> Option<String> {
+        let name = host_name("kube-dns", "kube-system", &ctx.target.vc);
+        let svc = self
+            .host_services
+            .get(&ObjectRef::new(&name).within(&ctx.target.host_namespace))?;
+        svc.spec
+            .as_ref()?
+            .cluster_ip
+            .clone()
+            .filter(|ip| !ip.is_empty() && ip != "None")
+    }
+
+    /// Binds the virtual pod to the node its host copy was scheduled to.
+    async fn bind(&self, ctx: &Ctx, virt: &Pod, node: &str) -> anyhow::Result<()> {
+        let ns = virt.namespace().unwrap_or_default();
+        let binding = Binding {
+            metadata: ObjectMeta {
+                name: virt.metadata.name.clone(),
+                namespace: Some(ns.clone()),
+                ..Default::default()
+            },
+            target: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(node.into()),
+                ..Default::default()
+            },
+        };
+        let api: Api<Pod> = Api::namespaced(ctx.virt.clone(), &ns);
+        let (name, params) = (virt.name_any(), PostParams::default());
+        let bound: Result<serde_json::Value, _> = ctx
+            .metrics
+            .timed(
+                "bind",
+                api.create_subresource("binding", &name, &params, &binding),
+            )
+            .await;
+        match bound {
+            Ok(_) => Ok(()),
+            // A cache trailing our own earlier binding sees the pod unbound: bound is done.
+            Err(kube::Error::Api(s)) if s.is_conflict() => Ok(()),
+            Err(e) => Err(anyhow::anyhow!(
+                "failed to bind virtual pod {ns}/{} to {node}: {e}",
+                virt.name_any()
+            )),
+        }
+    }
+}
+
+impl Syncer for Pods {
+    type K = Pod;
+    const KIND: &'static str = "Pod";
+
+    async fn desired(&self, ctx: &Ctx, virt: &Pod) -> anyhow::Result<Decision<Pod>> {
+        let spec = virt.spec.clone().unwrap_or_default();
+        if let Some(level) = ctx.config.pod_security_standard
+            && let Err(v) = pod_security::check(&spec, level)
+        {
+            return Ok(Decision::Refuse {
+                reason: "PodSecurityViolation",
+                note: format!(
+                    "not synced to the host: violates the {} pod security standard: {v}",
+                    level.as_str()
+                ),
+            });
+        }
+        let host = ctx
+            .target
+            .host_name(&virt.name_any(), &virt.namespace().unwrap_or_default());
+        let token = if requested_tokens(&spec).is_empty() {
+            None
+        } else if ctx.config.sync.to_host.pods.use_secrets_for_sa_tokens {
+            Some(TokenDelivery::Secret(token::secret_name(&host)))
+        } else {
+            let host_copy = self
+                .host_pods
+                .get(&ObjectRef::new(&host).within(&ctx.target.host_namespace));
+            self.tokens
+                .for_annotation(ctx, virt, host_copy.as_deref())
+                .await?
+        };
+        let env = PodEnv {
+            api_service: self.api_service(ctx).await,
+            dns_ip: self.dns_ip(ctx),
+            sync_service_accounts: ctx.config.sync.to_host.serviceaccounts.enabled,
+            token,
+        };
+        Ok(Decision::Sync(host_pod(virt, &ctx.target, &env)))
+    }
+
+    /// A pod's spec is immutable once created: only its labels and annotations follow.
+    fn needs_update(&self, actual: &Pod, desired: &Pod) -> bool {
+        !metadata_covers(actual, desired)
+    }
+
+    fn update_body(&self, actual: &Pod, desired: Pod) -> Pod {
+        Pod {
+            metadata: desired.metadata,
+            spec: actual.spec.clone(),
+            status: None,
+        }
+    }
+
+    async fn back(&self, ctx: &Ctx, virt: &Pod, host: &Pod) -> anyhow::Result<()> {
+        if ctx.config.sync.to_host.pods.use_secrets_for_sa_tokens {
+            self.tokens.ensure_secret(ctx, virt, host).await?;
+        }
+        // Bind first, so a virtual pod seen Running is always on its node.
+        let host_node = host.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        let virt_node = virt.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        if let (Some(node), None) = (host_node, virt_node) {
+            self.bind(ctx, virt, node).await?;
+        }
+        let api: Api<Pod> =
+            Api::namespaced(ctx.virt.clone(), &virt.namespace().unwrap_or_default());
+        sync_status(
+            ctx,
+            &api,
+            virt,
+            virt.status.as_ref(),
+            virtual_status(host, virt).as_ref(),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// A pod that ran on the host (bound, with a host IP) ends when its host copy ends, as in
+    /// vCluster; its controller makes a new one.
+    fn host_gone(&self, virt: &Pod) -> HostGone {
+        let bound = virt.spec.as_ref().is_some_and(|s| s.node_name.is_some());
+        let ran = virt.status.as_ref().is_some_and(|s| s.host_ip.is_some());
+        if virt.metadata.deletion_timestamp.is_some() || (bound && ran) {
+            HostGone::DeleteVirtual
+        } else {
+            HostGone::Recreate
+        }
+    }
+
+    fn delete_params(&self, virt: Option<&Pod>) -> DeleteParams {
+        match virt.and_then(|v| v.metadata.deletion_grace_period_seconds) {
+            Some(grace) => DeleteParams::default().grace_period(grace.max(0) as u32),
+            None => DeleteParams::default(),
+        }
+    }
+}

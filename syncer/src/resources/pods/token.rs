@@ -1,0 +1,266 @@
+//! Virtual service-account tokens of synced pods: minted by TokenRequest in the virtual
+//! cluster (bound to the virtual pod), renewed at 80% of their lifetime as the kubelet
+//! does, and delivered either in an annotation of the host pod (written with the pod, so no
+//! extra host write) or in a host Secret owned by the host pod (`useSecretsForSATokens`).
+
+use std::{collections::HashMap, sync::Mutex, time::Duration};
+
+use k8s_openapi::api::{
+    authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec},
+    core::v1::{Pod, Secret, ServiceAccount},
+};
+use k8s_openapi::{
+    ByteString,
+    apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
+};
+use kube::{
+    Api, ResourceExt,
+    api::{Patch, PatchParams, PostParams},
+};
+use vnest_crds::{
+    meta::{ANNOTATION_OBJECT_UID, ANNOTATION_TOKEN_RENEW_AT},
+    translate::safe_concat_name,
+};
+
+use crate::{
+    engine::{Ctx, FIELD_MANAGER, Queue},
+    translate::pod::{ANNOTATION_TOKEN, TOKEN_KEY, TokenDelivery, requested_tokens},
+};
+
+/// Token lifetime when the projection does not ask for one.
+const DEFAULT_TOKEN_SECONDS: i64 = 3600;
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Host Secret carrying the virtual token of the pod whose host name is `host_pod`.
+pub fn secret_name(host_pod: &str) -> String {
+    safe_concat_name(&[host_pod, "sa-token"])
+}
+
+/// A token this syncer holds for a pod and when (Unix seconds) it is renewed; the token is
+/// kept only for annotation delivery (a Secret holds its own copy).
+#[derive(Clone)]
+struct Minted {
+    token: Option<String>,
+    renew_at: u64,
+}
+
+pub struct Tokens {
+    /// The pod queue: a pod is reconciled again when its token is due.
+    queue: Queue,
+    /// Virtual pod uid → its current token. Due entries are dropped on every insert, so
+    /// deleted pods do not pile up.
+    minted: Mutex<HashMap<String, Minted>>,
+}
+
+impl Tokens {
+    pub fn new(queue: Queue) -> Self {
+        Tokens {
+            queue,
+            minted: Mutex::default(),
+        }
+    }
+
+    fn current(&self, uid: &str) -> Option<Minted> {
+        let minted = self.minted.lock().unwrap_or_else(|e| e.into_inner());
+        minted.get(uid).filter(|m| m.renew_at > unix_now()).cloned()
+    }
+
+    /// Notes the pod's token and queues the pod for when it is due.
+    fn remember(&self, virt: &Pod, minted: Minted) {
+        let left = minted.renew_at.saturating_sub(unix_now());
+        let mut all = self.minted.lock().unwrap_or_else(|e| e.into_inner());
+        let now = unix_now();
+        all.retain(|_, m| m.renew_at > now);
+        all.insert(virt.uid().unwrap_or_default(), minted);
+        drop(all);
+        let key = (virt.namespace().unwrap_or_default(), virt.name_any());
+        self.queue.push_after(key, Duration::from_secs(left));
+    }
+
+    /// Mints a token for `virt` per its first projected token; `None` if it asks for none.
+    async fn mint(&self, ctx: &Ctx, virt: &Pod) -> anyhow::Result<Option<Minted>> {
+        let spec = virt.spec.as_ref();
+        let Some((audience, expiry)) = spec.and_then(|s| requested_tokens(s).into_iter().next())
+        else {
+            return Ok(None);
+        };
+        let ns = virt.namespace().unwrap_or_default();
+        let sa = spec
+            .and_then(|s| s.service_account_name.clone())
+            .unwrap_or_else(|| "default".into());
+        let seconds = expiry.unwrap_or(DEFAULT_TOKEN_SECONDS);
+        let request = TokenRequest {
+            spec: Some(TokenRequestSpec {
+                audiences: audience.map(|a| vec![a]),
+                expiration_seconds: Some(seconds),
+                bound_object_ref: Some(BoundObjectReference {
+                    api_version: Some("v1".into()),
+                    kind: Some("Pod".into()),
+                    name: virt.metadata.name.clone(),
+                    uid: virt.uid(),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let sa_api: Api<ServiceAccount> = Api::namespaced(ctx.virt.clone(), &ns);
+        let params = PostParams::default();
+        let minted: TokenRequest = ctx
+            .metrics
+            .timed(
+                "token_request",
+                sa_api.create_subresource("token", &sa, &params, &request),
+            )
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!("failed to mint a token for virtual service account {ns}/{sa}: {e}")
+            })?;
+        let token = minted
+            .status
+            .and_then(|s| s.token)
+            .ok_or_else(|| anyhow::anyhow!("token request for {ns}/{sa} returned no token"))?;
+        // Renew at 80% of the lifetime, as the kubelet does.
+        let renew_at = unix_now() + (seconds.max(60) as u64) * 4 / 5;
+        Ok(Some(Minted {
+            token: Some(token),
+            renew_at,
+        }))
+    }
+
+    /// The token annotation for the host copy of `virt`: the one held, else the one a live
+    /// host copy of this same virtual pod still carries (after a restart), else a new one.
+    pub async fn for_annotation(
+        &self,
+        ctx: &Ctx,
+        virt: &Pod,
+        host: Option<&Pod>,
+    ) -> anyhow::Result<Option<TokenDelivery>> {
+        let uid = virt.uid().unwrap_or_default();
+        let held = self.current(&uid).or_else(|| {
+            let h = host.filter(|h| h.annotations().get(ANNOTATION_OBJECT_UID) == Some(&uid))?;
+            let renew_at = h
+                .annotations()
+                .get(ANNOTATION_TOKEN_RENEW_AT)?
+                .parse()
+                .ok()?;
+            let stored = Minted {
+                token: Some(h.annotations().get(ANNOTATION_TOKEN)?.clone()),
+                renew_at,
+            };
+            (renew_at > unix_now()).then(|| {
+                self.remember(virt, stored.clone());
+                stored
+            })
+        });
+        let minted = match held {
+            Some(m) => m,
+            None => match self.mint(ctx, virt).await? {
+                Some(m) => {
+                    self.remember(virt, m.clone());
+                    m
+                }
+                None => return Ok(None),
+            },
+        };
+        Ok(minted.token.map(|token| TokenDelivery::Annotation {
+            token,
+            renew_at: minted.renew_at,
+        }))
+    }
+
+    /// Makes sure the host Secret of `host` (the copy of `virt`) holds a current token.
+    pub async fn ensure_secret(&self, ctx: &Ctx, virt: &Pod, host: &Pod) -> anyhow::Result<()> {
+        let uid = virt.uid().unwrap_or_default();
+        if self.current(&uid).is_some() {
+            return Ok(());
+        }
+        // First look since this syncer started: a stored token may still be good.
+        if let Some(renew_at) = self.stored_renew_at(ctx, host).await?
+            && renew_at > unix_now()
+        {
+            self.remember(
+                virt,
+                Minted {
+                    token: None,
+                    renew_at,
+                },
+            );
+            return Ok(());
+        }
+        let Some(minted) = self.mint(ctx, virt).await? else {
+            return Ok(());
+        };
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(secret_name(&host.name_any())),
+                annotations: Some(
+                    [(
+                        ANNOTATION_TOKEN_RENEW_AT.to_string(),
+                        minted.renew_at.to_string(),
+                    )]
+                    .into(),
+                ),
+                namespace: Some(ctx.target.host_namespace.clone()),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "v1".into(),
+                    kind: "Pod".into(),
+                    name: host.name_any(),
+                    uid: host.uid().unwrap_or_default(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            },
+            data: Some(
+                [(
+                    TOKEN_KEY.to_string(),
+                    ByteString(minted.token.clone().unwrap_or_default().into_bytes()),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        };
+        let secrets: Api<Secret> = Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
+        ctx.metrics.host_writes.with_label_values(&["Secret"]).inc();
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        ctx.metrics
+            .timed(
+                "token_secret",
+                secrets.patch(&secret.name_any(), &params, &Patch::Apply(&secret)),
+            )
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "failed to store the token of pod {}/{}: {e}",
+                    virt.namespace().unwrap_or_default(),
+                    virt.name_any()
+                )
+            })?;
+        self.remember(
+            virt,
+            Minted {
+                token: None,
+                renew_at: minted.renew_at,
+            },
+        );
+        Ok(())
+    }
+
+    /// When the token already stored for `host` is due, if one is stored.
+    async fn stored_renew_at(&self, ctx: &Ctx, host: &Pod) -> anyhow::Result<Option<u64>> {
+        let secrets: Api<Secret> = Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
+        let name = secret_name(&host.name_any());
+        let stored = secrets
+            .get_opt(&name)
+            .await
+            .map_err(|e| anyhow::anyhow!("failed to read token secret {name}: {e}"))?;
+        Ok(stored
+            .as_ref()
+            .and_then(|s| s.annotations().get(ANNOTATION_TOKEN_RENEW_AT))
+            .and_then(|v| v.parse::<u64>().ok()))
+    }
+}
