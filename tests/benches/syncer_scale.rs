@@ -31,6 +31,7 @@ use vnest_crds::meta::{ANNOTATION_OBJECT_NAME, LABEL_SYNCER_NAMESPACE};
 use vnest_tests::{
     OperatorProcess, SyncerProcess, TestNamespace, bed, crd,
     fixtures::{create_virtual_cluster, free_port},
+    measure::{peak_rss_mib, percentile},
     syncer::SyncerWiring,
     wait,
 };
@@ -89,26 +90,11 @@ fn running(pod: &Pod) -> bool {
     pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
 }
 
-fn percentile(mut values: Vec<Duration>, p: f64) -> Duration {
-    values.sort();
-    let i = ((values.len() as f64 - 1.0) * p).round() as usize;
-    values.get(i).copied().unwrap_or_default()
-}
-
 fn latencies(from: &Seen, to: &Seen) -> Vec<Duration> {
     let (from, to) = (from.lock().unwrap(), to.lock().unwrap());
     from.iter()
         .filter_map(|(name, start)| Some(to.get(name)?.saturating_duration_since(*start)))
         .collect()
-}
-
-fn peak_rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
 }
 
 #[tokio::main]
