@@ -67,7 +67,8 @@ impl Ctx {
         self.unsynced.load(Ordering::SeqCst) == 0
     }
 
-    fn namespace_synced(&self, namespace: &str) -> bool {
+    /// Whether this syncer syncs virtual namespace `namespace`.
+    pub fn namespace_synced(&self, namespace: &str) -> bool {
         self.virtual_namespaces.is_empty() || self.virtual_namespaces.iter().any(|n| n == namespace)
     }
 
@@ -142,6 +143,16 @@ pub trait Syncer: Send + Sync + 'static {
         _ctx: &Ctx,
         _virt: &Self::K,
         _host: &Self::K,
+    ) -> impl Future<Output = anyhow::Result<()>> + Send {
+        async { Ok(()) }
+    }
+
+    /// Finishes a virtual object being deleted once its host copy is gone (claims drop the
+    /// protection finalizer the host's copy already honoured).
+    fn finish(
+        &self,
+        _ctx: &Ctx,
+        _virt: &Self::K,
     ) -> impl Future<Output = anyhow::Result<()>> + Send {
         async { Ok(()) }
     }
@@ -461,7 +472,7 @@ impl<S: Syncer> Engine<S> {
                 None if self.syncer.host_gone(&virt) == HostGone::DeleteVirtual => {
                     self.delete_virtual(&virt).await
                 }
-                None => Ok(()),
+                None => self.syncer.finish(&self.ctx, &virt).await,
             };
         }
         let uid = virt.uid().unwrap_or_default();

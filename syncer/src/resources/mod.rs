@@ -3,8 +3,14 @@
 
 pub mod configmaps;
 pub mod endpoints;
+pub mod from_host;
+pub mod ingresses;
+pub mod network_policies;
 pub mod nodes;
+pub mod pdbs;
 pub mod pods;
+pub mod pvcs;
+pub mod pvs;
 pub mod secrets;
 pub mod services;
 
