@@ -135,7 +135,10 @@ async fn main() {
         (p.as_secs_f64() - d.as_secs_f64()) * 1000.0
     );
     report(&format!("direct, {CONCURRENCY} at a time"), &direct_par);
-    report(&format!("through the proxy, {CONCURRENCY} at a time"), &proxied_par);
+    report(
+        &format!("through the proxy, {CONCURRENCY} at a time"),
+        &proxied_par,
+    );
     let rate = |took: Duration| n as f64 / took.as_secs_f64();
     println!(
         "  throughput                         direct {:.0}/s, through the proxy {:.0}/s",

@@ -139,7 +139,7 @@ async fn a_tenant_claim_binds_on_the_host_and_its_volume_appears_virtually() {
             .get_opt(&pv_name)
             .await
             .map_err(|e| e.to_string())?
-            .ok_or("absent")
+            .ok_or_else(|| "absent".to_string())
     })
     .await;
     let claim = shown.spec.unwrap().claim_ref.unwrap();
@@ -168,7 +168,7 @@ async fn a_tenant_claim_binds_on_the_host_and_its_volume_appears_virtually() {
         if host.is_none() && virt.is_none() {
             Ok(())
         } else {
-            Err("still there")
+            Err("still there".to_string())
         }
     })
     .await;
@@ -194,7 +194,7 @@ async fn a_tenant_claim_binds_on_the_host_and_its_volume_appears_virtually() {
             .map_err(|e| e.to_string())?
         {
             None => Ok(()),
-            Some(_) => Err("still there"),
+            Some(_) => Err("still there".to_string()),
         }
     })
     .await;
@@ -242,7 +242,7 @@ async fn a_network_policy_selects_exactly_the_tenants_host_pods() {
             .get_opt(&host_name("web", &s.vns.name, VC))
             .await
             .map_err(|e| e.to_string())?
-            .ok_or("absent")
+            .ok_or_else(|| "absent".to_string())
     })
     .await;
     let spec = policy.spec.unwrap();
@@ -275,7 +275,7 @@ async fn a_network_policy_selects_exactly_the_tenants_host_pods() {
         if pods.items.len() >= 3 {
             Ok(())
         } else {
-            Err(pods.items.len())
+            Err(format!("{} pods", pods.items.len()))
         }
     })
     .await;
