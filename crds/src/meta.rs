@@ -32,6 +32,10 @@ pub const ANNOTATION_OBJECT_KIND: &str = "vcluster.loft.sh/object-kind";
 /// syncer renews it, so a restarted syncer does not mint a new one early.
 pub const ANNOTATION_TOKEN_RENEW_AT: &str = "vnest.dev/token-renew-at";
 
+/// On virtual objects the syncer copied from the host (fromHost classes, bound volumes): only
+/// objects carrying it are ever updated or deleted by the syncer.
+pub const LABEL_FROM_HOST: &str = "vnest.dev/from-host";
+
 /// Hash of the desired state last applied to an operator-made object; a differing hash means
 /// the spec changed and the object must be applied again.
 pub const ANNOTATION_APPLIED_HASH: &str = "vnest.dev/applied-hash";

@@ -2,20 +2,35 @@
 //! from another (ConfigMaps and Secrets follow the pods that use them, Endpoints follow
 //! their Services and those of selector Services come back from the host, pods find the
 //! virtual DNS among the host Services, virtual Nodes follow the pods bound to them, host
-//! events are matched to synced pods through both pod caches).
+//! events are matched to synced pods through both pod caches, Secrets follow the Ingresses
+//! serving them, PersistentVolumes follow the claims bound to them, NetworkPolicies follow
+//! the virtual Namespaces).
 
 use std::sync::{Arc, atomic::Ordering};
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::{
+    core::v1::{ConfigMap, Endpoints, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount},
+    networking::v1::{Ingress, IngressClass, NetworkPolicy},
+    policy::v1::PodDisruptionBudget,
+    scheduling::v1::PriorityClass,
+    storage::v1::{CSIDriver, CSINode, StorageClass},
+};
 
 use crate::{
     engine::{self, Ctx, Follower, Queue, Watches},
     resources::{
         configmaps::{self, ConfigMaps},
         endpoints::{self, EndpointsSyncer},
-        events, nodes,
+        events,
+        from_host::{self, Copies},
+        ingresses::{self, Ingresses},
+        network_policies::{self, NetworkPolicies},
+        nodes,
+        pdbs::Pdbs,
         pods::Pods,
+        pvcs::{self, Pvcs},
+        pvs::Pvs,
         real_nodes,
         secrets::{self, Secrets},
         selector_endpoints,
@@ -23,6 +38,59 @@ use crate::{
         services::Services,
     },
 };
+
+/// The fromHost engines of the cluster-scoped classes and drivers that are enabled.
+fn from_host_copies(ctx: &Arc<Ctx>) -> Vec<BoxFuture<'static, ()>> {
+    let from_host = &ctx.config.sync.from_host;
+    let mut engines: Vec<BoxFuture<'static, ()>> = Vec::new();
+    let mut add = |on: bool, engine: BoxFuture<'static, ()>| {
+        if on {
+            engines.push(engine);
+        }
+    };
+    let q = Queue::default;
+    add(
+        from_host.storage_classes.enabled,
+        Box::pin(from_host::run(
+            Copies::<StorageClass>::default(),
+            ctx.clone(),
+            q(),
+        )),
+    );
+    add(
+        from_host.ingress_classes.enabled,
+        Box::pin(from_host::run(
+            Copies::<IngressClass>::default(),
+            ctx.clone(),
+            q(),
+        )),
+    );
+    add(
+        from_host.priority_classes.enabled,
+        Box::pin(from_host::run(
+            Copies::<PriorityClass>::default(),
+            ctx.clone(),
+            q(),
+        )),
+    );
+    add(
+        from_host.csi_drivers.enabled,
+        Box::pin(from_host::run(
+            Copies::<CSIDriver>::default(),
+            ctx.clone(),
+            q(),
+        )),
+    );
+    add(
+        from_host.csi_nodes.enabled,
+        Box::pin(from_host::run(
+            Copies::<CSINode>::default(),
+            ctx.clone(),
+            q(),
+        )),
+    );
+    engines
+}
 
 /// Runs every enabled engine until one ends (they only end when their watches do).
 pub async fn run(ctx: Arc<Ctx>) {
@@ -39,6 +107,10 @@ pub async fn run(ctx: Arc<Ctx>) {
     let mut service_followers: Vec<Follower<Service>> = Vec::new();
     // Without synced pods, "used by a pod" never holds: only `all` makes these useful.
     let referenced = |enabled: bool, all: bool| enabled && (to_host.pods.enabled || all);
+    let mut tasks: Vec<BoxFuture<'static, ()>> = Vec::new();
+    let ingresses = Watches::<Ingress>::default();
+    let mut ingress_followers: Vec<Follower<Ingress>> = Vec::new();
+    let virtual_ingresses = to_host.ingresses.enabled.then(|| ingresses.virt.clone());
 
     if referenced(to_host.configmaps.enabled, to_host.configmaps.all) {
         let queue = Queue::default();
@@ -54,10 +126,17 @@ pub async fn run(ctx: Arc<Ctx>) {
             vec![],
         )));
     }
-    if referenced(to_host.secrets.enabled, to_host.secrets.all) {
+    let tls = to_host.ingresses.enabled && to_host.secrets.enabled;
+    if referenced(to_host.secrets.enabled, to_host.secrets.all) || tls {
         let queue = Queue::default();
         pod_followers.push((queue.clone(), secrets::used_by));
-        let syncer = Secrets { pods: virtual_pods };
+        if tls {
+            ingress_followers.push((queue.clone(), ingresses::secrets_of));
+        }
+        let syncer = Secrets {
+            pods: virtual_pods,
+            ingresses: virtual_ingresses,
+        };
         engines.push(Box::pin(engine::run(
             syncer,
             ctx.clone(),
@@ -147,10 +226,60 @@ pub async fn run(ctx: Arc<Ctx>) {
             pod_followers,
         )));
     }
+    if to_host.ingresses.enabled {
+        engines.push(Box::pin(engine::run(
+            Ingresses,
+            ctx.clone(),
+            ingresses,
+            Queue::default(),
+            ingress_followers,
+        )));
+    }
+    if to_host.persistentvolumeclaims.enabled {
+        let claims = Watches::<PersistentVolumeClaim>::default();
+        let volumes = Queue::default();
+        let pvs = Pvs {
+            host_claims: claims.host.clone(),
+            virtual_claims: claims.virt.clone(),
+        };
+        engines.push(Box::pin(engine::run(
+            Pvcs,
+            ctx.clone(),
+            claims,
+            Queue::default(),
+            vec![(volumes.clone(), pvcs::volume_of)],
+        )));
+        engines.push(Box::pin(from_host::run(pvs, ctx.clone(), volumes)));
+    }
+    if to_host.networkpolicies.enabled {
+        let policies = Watches::<NetworkPolicy>::default();
+        let queue = Queue::default();
+        let (namespaces, task) =
+            network_policies::watch_namespaces(&ctx, policies.virt.clone(), queue.clone());
+        tasks.push(task);
+        engines.push(Box::pin(engine::run(
+            NetworkPolicies { namespaces },
+            ctx.clone(),
+            policies,
+            queue,
+            vec![],
+        )));
+    }
+    if to_host.poddisruptionbudgets.enabled {
+        engines.push(Box::pin(engine::run(
+            Pdbs,
+            ctx.clone(),
+            Watches::<PodDisruptionBudget>::default(),
+            Queue::default(),
+            vec![],
+        )));
+    }
+    engines.extend(from_host_copies(&ctx));
     ctx.unsynced.store(engines.len(), Ordering::SeqCst);
     engines.extend(node_task);
     engines.extend(event_task);
     engines.extend(selector_endpoints_task);
+    engines.extend(tasks);
     if !engines.is_empty() {
         futures::future::select_all(engines).await;
     }

@@ -143,8 +143,16 @@ pub fn cluster_role_rules(input: &Input) -> Vec<PolicyRule> {
     let from_host = &input.spec.sync.from_host;
     let to_host = &input.spec.sync.to_host;
     let mut rules = Vec::new();
-    if from_host.nodes.enabled {
-        rules.push(rule("", &["nodes"], READ));
+    let core: Vec<&str> = [
+        (from_host.nodes.enabled, "nodes"),
+        // The volumes synced claims bind to are shown in the virtual cluster.
+        (to_host.persistentvolumeclaims.enabled, "persistentvolumes"),
+    ]
+    .into_iter()
+    .filter_map(|(on, r)| on.then_some(r))
+    .collect();
+    if !core.is_empty() {
+        rules.push(rule("", &core, READ));
     }
     let storage: Vec<&str> = [
         (from_host.storage_classes.enabled, "storageclasses"),
@@ -327,10 +335,25 @@ mod tests {
         ));
     }
 
+    /// Synced claims need to read the host volumes they bind to, and nothing more.
+    #[test]
+    fn synced_claims_may_read_but_not_change_persistent_volumes() {
+        let rules = cluster_role_rules(&input(&spec_from_yaml("{}")));
+        assert!(grants(&rules, "", "persistentvolumes", "watch"));
+        assert!(!grants(&rules, "", "persistentvolumes", "create"));
+        let spec = spec_from_yaml("sync: {toHost: {persistentvolumeclaims: {enabled: false}}}");
+        assert!(!grants(
+            &cluster_role_rules(&input(&spec)),
+            "",
+            "persistentvolumes",
+            "get"
+        ));
+    }
+
     #[test]
     fn cluster_role_only_when_from_host_needs_it() {
         let spec = spec_from_yaml(
-            "sync: {fromHost: {storageClasses: {enabled: false}, csiDrivers: {enabled: false}, csiNodes: {enabled: false}, csiStorageCapacities: {enabled: false}}}",
+            "sync: {toHost: {persistentvolumeclaims: {enabled: false}}, fromHost: {storageClasses: {enabled: false}, csiDrivers: {enabled: false}, csiNodes: {enabled: false}, csiStorageCapacities: {enabled: false}}}",
         );
         let i = input(&spec);
         assert!(cluster(&i, &i.names()).is_none());

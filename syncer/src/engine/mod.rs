@@ -147,6 +147,16 @@ pub trait Syncer: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// Finishes a virtual object being deleted once its host copy is gone (claims drop the
+    /// protection finalizer the host's copy already honoured).
+    fn finish(
+        &self,
+        _ctx: &Ctx,
+        _virt: &Self::K,
+    ) -> impl Future<Output = anyhow::Result<()>> + Send {
+        async { Ok(()) }
+    }
+
     fn host_gone(&self, _virt: &Self::K) -> HostGone {
         HostGone::Recreate
     }
@@ -471,7 +481,7 @@ impl<S: Syncer> Engine<S> {
                 None if self.syncer.host_gone(&virt) == HostGone::DeleteVirtual => {
                     self.delete_virtual(&virt).await
                 }
-                None => Ok(()),
+                None => self.syncer.finish(&self.ctx, &virt).await,
             };
         }
         let uid = virt.uid().unwrap_or_default();

@@ -4,8 +4,14 @@
 pub mod configmaps;
 pub mod endpoints;
 pub mod events;
+pub mod from_host;
+pub mod ingresses;
+pub mod network_policies;
 pub mod nodes;
+pub mod pdbs;
 pub mod pods;
+pub mod pvcs;
+pub mod pvs;
 pub mod real_nodes;
 pub mod secrets;
 pub mod selector_endpoints;

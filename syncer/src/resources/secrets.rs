@@ -1,9 +1,13 @@
-//! Secrets: synced when a virtual pod in the same namespace uses them, or all with `all`.
+//! Secrets: synced when a virtual pod or a synced Ingress in the same namespace uses them,
+//! or all with `all`.
 
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::{
+    core::v1::{Pod, Secret},
+    networking::v1::Ingress,
+};
 use kube::{ResourceExt, runtime::reflector::Store};
 
-use super::{metadata_covers, used_by_a_synced_pod};
+use super::{ingresses, metadata_covers, used_by_a_synced_pod};
 use crate::{
     engine::{Ctx, Decision, Key, Syncer},
     translate::{pod::references, secret::host_secret},
@@ -12,6 +16,22 @@ use crate::{
 pub struct Secrets {
     /// Virtual pods, to tell which Secrets are in use.
     pub pods: Store<Pod>,
+    /// Virtual Ingresses when they are synced, for their TLS Secrets.
+    pub ingresses: Option<Store<Ingress>>,
+}
+
+impl Secrets {
+    async fn served_by_an_ingress(&self, virt: &Secret) -> anyhow::Result<bool> {
+        let Some(ingresses) = &self.ingresses else {
+            return Ok(false);
+        };
+        ingresses.wait_until_ready().await?;
+        let key = (virt.namespace().unwrap_or_default(), virt.name_any());
+        Ok(ingresses
+            .state()
+            .iter()
+            .any(|i| ingresses::secrets_of(i).contains(&key)))
+    }
 }
 
 /// The Secrets a pod uses (volumes, env, image pull secrets), as keys to queue.
@@ -34,6 +54,7 @@ impl Syncer for Secrets {
     async fn desired(&self, ctx: &Ctx, virt: &Secret) -> anyhow::Result<Decision<Secret>> {
         if !ctx.config.sync.to_host.secrets.all
             && !used_by_a_synced_pod(ctx, &self.pods, virt, used_by).await?
+            && !self.served_by_an_ingress(virt).await?
         {
             return Ok(Decision::Skip);
         }

@@ -4,9 +4,15 @@
 pub mod configmap;
 pub mod endpoints;
 pub mod event;
+pub mod from_host;
+pub mod ingress;
+pub mod network_policy;
 pub mod node;
+pub mod pdb;
 pub mod pod;
 pub mod pod_security;
+pub mod pv;
+pub mod pvc;
 pub mod secret;
 pub mod service;
 pub mod service_account;

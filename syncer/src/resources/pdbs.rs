@@ -1,0 +1,43 @@
+//! PodDisruptionBudgets: copied with translated selectors; the host's status comes back.
+
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::{Api, ResourceExt};
+
+use super::sync_status;
+use crate::{
+    engine::{Ctx, Decision, Syncer},
+    translate::pdb::{host_pdb, virtual_status},
+};
+
+pub struct Pdbs;
+
+impl Syncer for Pdbs {
+    type K = PodDisruptionBudget;
+    const KIND: &'static str = "PodDisruptionBudget";
+
+    async fn desired(
+        &self,
+        ctx: &Ctx,
+        virt: &PodDisruptionBudget,
+    ) -> anyhow::Result<Decision<PodDisruptionBudget>> {
+        Ok(Decision::Sync(host_pdb(virt, &ctx.target)))
+    }
+
+    async fn back(
+        &self,
+        ctx: &Ctx,
+        virt: &PodDisruptionBudget,
+        host: &PodDisruptionBudget,
+    ) -> anyhow::Result<()> {
+        let api: Api<PodDisruptionBudget> =
+            Api::namespaced(ctx.virt.clone(), &virt.namespace().unwrap_or_default());
+        sync_status(
+            ctx,
+            &api,
+            virt,
+            virt.status.as_ref(),
+            virtual_status(host).as_ref(),
+        )
+        .await
+    }
+}

@@ -1,0 +1,118 @@
+//! PersistentVolumeClaims: the host claim is provisioned and bound by the host; the virtual
+//! claim takes the bound volume's name and the host's status; resizes go down.
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::{
+    Api, ResourceExt,
+    api::{Patch, PatchParams},
+};
+use serde_json::json;
+
+use super::sync_status;
+use crate::{
+    engine::{Ctx, Decision, Key, Syncer, is_not_found},
+    translate::pvc::{host_pvc, update_body, virtual_status, volume_to_adopt},
+};
+
+/// Finalizer the API server puts on every claim until no pod uses it.
+const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
+
+pub struct Pvcs;
+
+/// The virtual volume a virtual claim's binding touches (cluster-scoped: no namespace).
+pub fn volume_of(pvc: &PersistentVolumeClaim) -> Vec<Key> {
+    let volume = pvc.spec.as_ref().and_then(|s| s.volume_name.clone());
+    volume
+        .filter(|v| !v.is_empty())
+        .map(|v| (String::new(), v))
+        .into_iter()
+        .collect()
+}
+
+impl Syncer for Pvcs {
+    type K = PersistentVolumeClaim;
+    const KIND: &'static str = "PersistentVolumeClaim";
+
+    async fn desired(
+        &self,
+        ctx: &Ctx,
+        virt: &PersistentVolumeClaim,
+    ) -> anyhow::Result<Decision<PersistentVolumeClaim>> {
+        Ok(Decision::Sync(host_pvc(virt, &ctx.target)))
+    }
+
+    /// The host's claim protection waited for the host pods; the virtual one has nothing
+    /// left to wait for (and the bed's virtual control plane runs no protection controller).
+    async fn finish(&self, ctx: &Ctx, virt: &PersistentVolumeClaim) -> anyhow::Result<()> {
+        if !virt.finalizers().iter().any(|f| f == PVC_PROTECTION) {
+            return Ok(());
+        }
+        let api: Api<PersistentVolumeClaim> =
+            Api::namespaced(ctx.virt.clone(), &virt.namespace().unwrap_or_default());
+        let rest: Vec<&String> = virt
+            .finalizers()
+            .iter()
+            .filter(|f| *f != PVC_PROTECTION)
+            .collect();
+        // The resource version makes this fail rather than drop a finalizer added meanwhile.
+        let patch = json!({ "metadata": {
+            "finalizers": rest, "resourceVersion": virt.resource_version(),
+        } });
+        match api
+            .patch(
+                &virt.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(anyhow::anyhow!(
+                "failed to release virtual claim {}: {e}",
+                virt.name_any()
+            )),
+        }
+    }
+
+    fn update_body(
+        &self,
+        actual: &PersistentVolumeClaim,
+        desired: PersistentVolumeClaim,
+    ) -> PersistentVolumeClaim {
+        update_body(actual, desired)
+    }
+
+    async fn back(
+        &self,
+        ctx: &Ctx,
+        virt: &PersistentVolumeClaim,
+        host: &PersistentVolumeClaim,
+    ) -> anyhow::Result<()> {
+        let api: Api<PersistentVolumeClaim> =
+            Api::namespaced(ctx.virt.clone(), &virt.namespace().unwrap_or_default());
+        // The binding first: a virtual claim showing Bound names its volume.
+        if let Some(volume) = volume_to_adopt(virt, host) {
+            api.patch(
+                &virt.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": { "volumeName": volume } })),
+            )
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "failed to bind virtual claim {} to {volume}: {e}",
+                    virt.name_any()
+                )
+            })?;
+        }
+        sync_status(
+            ctx,
+            &api,
+            virt,
+            virt.status.as_ref(),
+            virtual_status(host).as_ref(),
+        )
+        .await
+    }
+}

@@ -1,0 +1,287 @@
+//! Storage and networking resources through the syncer as a real process on the operator's
+//! ServiceAccount: a tenant claim binds to a host volume (made by hand: the bed has no
+//! provisioner) and the bound volume appears in the virtual cluster; a NetworkPolicy's
+//! translated selectors select exactly the tenant's host pods.
+
+use std::time::Duration;
+
+use k8s_openapi::api::{
+    core::v1::{PersistentVolume, PersistentVolumeClaim, Pod},
+    networking::v1::NetworkPolicy,
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams, PostParams},
+    core::{Selector, SelectorExt},
+};
+use serde_json::{Value, json};
+use vnest_crds::translate::host_name;
+use vnest_tests::{
+    OperatorProcess, SyncerProcess, TestNamespace, bed, crd,
+    fixtures::{create_virtual_cluster, free_port},
+    syncer::SyncerWiring,
+    wait,
+};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+const VC: &str = "vc";
+
+struct Setup {
+    host: Client,
+    virt: Client,
+    ns: TestNamespace,
+    vns: TestNamespace,
+    wiring: SyncerWiring,
+    _operator: OperatorProcess,
+}
+
+async fn setup(prefix: &str, spec: Value) -> Setup {
+    let host = bed().host().await;
+    crd::install(&host).await;
+    let ns = TestNamespace::create(&host, prefix).await;
+    let operator = OperatorProcess::start(bed(), &ns.name, "op", free_port());
+    create_virtual_cluster(&host, &ns.name, VC, spec).await;
+    let virt = bed().virtual_cluster().await;
+    let vns = TestNamespace::create(&virt, prefix).await;
+    Setup {
+        wiring: SyncerWiring::from_operator(&host, &ns.name, VC, &vns.name).await,
+        host,
+        virt,
+        ns,
+        vns,
+        _operator: operator,
+    }
+}
+
+impl Setup {
+    async fn create_virtual<K>(&self, obj: Value) -> K
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+    {
+        let obj: K = serde_json::from_value(obj).expect("object JSON");
+        let api: Api<K> = Api::namespaced(self.virt.clone(), &self.vns.name);
+        wait::until("virtual create", TIMEOUT, || async {
+            api.create(&PostParams::default(), &obj)
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await
+    }
+
+    async fn teardown(self) {
+        let pods: Api<Pod> = Api::namespaced(self.virt.clone(), &self.vns.name);
+        let _ = pods
+            .delete_collection(
+                &DeleteParams::default().grace_period(0),
+                &ListParams::default(),
+            )
+            .await;
+        self.vns.delete(&self.virt).await;
+        self.ns.delete(&self.host).await;
+    }
+}
+
+#[tokio::test]
+async fn a_tenant_claim_binds_on_the_host_and_its_volume_appears_virtually() {
+    let s = setup("st-pvc", json!({})).await;
+    let syncer = SyncerProcess::start(&s.wiring, free_port());
+    let host_claim = host_name("data", &s.vns.name, VC);
+    let pv_name = format!("pv-{}", s.ns.name);
+    // The bed has no provisioner: a host volume waiting for the host claim's name.
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "metadata": { "name": pv_name },
+        "spec": {
+            "capacity": { "storage": "1Gi" }, "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+            "hostPath": { "path": format!("/tmp/{pv_name}") },
+            "claimRef": { "namespace": s.ns.name, "name": host_claim },
+        }
+    }))
+    .unwrap();
+    let host_pvs: Api<PersistentVolume> = Api::all(s.host.clone());
+    host_pvs
+        .create(&PostParams::default(), &pv)
+        .await
+        .expect("create host PV");
+
+    s.create_virtual::<PersistentVolumeClaim>(json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": { "name": "data" },
+        "spec": { "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                  "resources": { "requests": { "storage": "1Gi" } } },
+    }))
+    .await;
+    let virt_claims: Api<PersistentVolumeClaim> = Api::namespaced(s.virt.clone(), &s.vns.name);
+    let host_claims: Api<PersistentVolumeClaim> = Api::namespaced(s.host.clone(), &s.ns.name);
+
+    // Bound on the host; the binding, phase and capacity come back to the tenant.
+    let bound = wait::until("virtual claim bound", TIMEOUT, || async {
+        let c = virt_claims.get("data").await.map_err(|e| e.to_string())?;
+        let phase = c.status.as_ref().and_then(|st| st.phase.clone());
+        let volume = c.spec.as_ref().and_then(|sp| sp.volume_name.clone());
+        match (phase.as_deref(), volume) {
+            (Some("Bound"), Some(v)) => Ok((v, c)),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(bound.0, pv_name);
+    let capacity = bound.1.status.unwrap().capacity.unwrap();
+    assert_eq!(capacity["storage"].0, "1Gi");
+
+    // The volume shows under the name the claim names, bound to the virtual claim.
+    let virt_pvs: Api<PersistentVolume> = Api::all(s.virt.clone());
+    let shown = wait::until("virtual PV", TIMEOUT, || async {
+        virt_pvs
+            .get_opt(&pv_name)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "absent".to_string())
+    })
+    .await;
+    let claim = shown.spec.unwrap().claim_ref.unwrap();
+    assert_eq!(claim.namespace.as_deref(), Some(s.vns.name.as_str()));
+    assert_eq!(claim.name.as_deref(), Some("data"));
+
+    // A restarted syncer writes nothing new and keeps the binding.
+    drop(syncer);
+    let _syncer = SyncerProcess::start(&s.wiring, free_port());
+
+    // Deleting the tenant claim removes the host claim and finishes the virtual one; the
+    // Retain volume stays, Released, on both sides.
+    virt_claims
+        .delete("data", &DeleteParams::default())
+        .await
+        .expect("delete claim");
+    wait::until("claims gone", TIMEOUT, || async {
+        let host = host_claims
+            .get_opt(&host_claim)
+            .await
+            .map_err(|e| e.to_string())?;
+        let virt = virt_claims
+            .get_opt("data")
+            .await
+            .map_err(|e| e.to_string())?;
+        if host.is_none() && virt.is_none() {
+            Ok(())
+        } else {
+            Err("still there".to_string())
+        }
+    })
+    .await;
+    wait::until("virtual PV released", TIMEOUT, || async {
+        let pv = virt_pvs.get(&pv_name).await.map_err(|e| e.to_string())?;
+        let phase = pv.status.and_then(|st| st.phase);
+        if phase.as_deref() == Some("Released") {
+            Ok(())
+        } else {
+            Err(format!("{phase:?}"))
+        }
+    })
+    .await;
+    // The host volume goes, and so does its virtual copy.
+    host_pvs
+        .delete(&pv_name, &DeleteParams::default())
+        .await
+        .expect("delete PV");
+    wait::until("virtual PV gone", TIMEOUT, || async {
+        match virt_pvs
+            .get_opt(&pv_name)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            None => Ok(()),
+            Some(_) => Err("still there".to_string()),
+        }
+    })
+    .await;
+    s.teardown().await;
+}
+
+#[tokio::test]
+async fn a_network_policy_selects_exactly_the_tenants_host_pods() {
+    let s = setup(
+        "st-np",
+        json!({ "sync": { "toHost": { "networkpolicies": { "enabled": true } } } }),
+    )
+    .await;
+    let _syncer = SyncerProcess::start(&s.wiring, free_port());
+    for (name, app) in [("web-0", "web"), ("db-0", "db")] {
+        s.create_virtual::<Pod>(json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": { "name": name, "labels": { "app": app } },
+            "spec": { "containers": [{ "name": "c", "image": "nginx" }] },
+        }))
+        .await;
+    }
+    // A host pod of the same labels that is not the tenant's.
+    let stranger: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "stranger", "labels": { "app": "web" } },
+        "spec": { "containers": [{ "name": "c", "image": "nginx" }] },
+    }))
+    .unwrap();
+    let host_pods: Api<Pod> = Api::namespaced(s.host.clone(), &s.ns.name);
+    wait::until("host stranger pod", TIMEOUT, || async {
+        host_pods
+            .create(&PostParams::default(), &stranger)
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    s.create_virtual::<NetworkPolicy>(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": { "name": "web" },
+        "spec": { "podSelector": { "matchLabels": { "app": "web" } },
+                  "ingress": [{ "from": [{ "podSelector": { "matchLabels": { "app": "db" } } }] }] },
+    }))
+    .await;
+    let policies: Api<NetworkPolicy> = Api::namespaced(s.host.clone(), &s.ns.name);
+    let policy = wait::until("host policy", TIMEOUT, || async {
+        policies
+            .get_opt(&host_name("web", &s.vns.name, VC))
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "absent".to_string())
+    })
+    .await;
+    let spec = policy.spec.unwrap();
+    let selected = |selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector| {
+        let selector = Selector::try_from(selector.clone()).unwrap();
+        let host_pods = host_pods.clone();
+        async move {
+            let mut names: Vec<String> = host_pods
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter(|p| {
+                    selector.matches(p.metadata.labels.as_ref().unwrap_or(&Default::default()))
+                })
+                .map(|p| p.metadata.name.unwrap_or_default())
+                .collect();
+            names.sort();
+            names
+        }
+    };
+    let web = host_name("web-0", &s.vns.name, VC);
+    let db = host_name("db-0", &s.vns.name, VC);
+    wait::until("both host pods", TIMEOUT, || async {
+        let pods = host_pods
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        if pods.items.len() >= 3 {
+            Ok(())
+        } else {
+            Err(format!("{} pods", pods.items.len()))
+        }
+    })
+    .await;
+    assert_eq!(selected(spec.pod_selector.as_ref().unwrap()).await, [web]);
+    let peer = spec.ingress.unwrap()[0].from.clone().unwrap()[0].clone();
+    assert_eq!(peer.namespace_selector, None);
+    assert_eq!(selected(peer.pod_selector.as_ref().unwrap()).await, [db]);
+    s.teardown().await;
+}
