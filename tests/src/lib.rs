@@ -9,6 +9,7 @@ pub mod measure;
 pub mod operator;
 pub mod scrape;
 pub mod syncer;
+pub mod tenant;
 pub mod wait;
 
 pub use bed::{TestBed, TestNamespace, bed};

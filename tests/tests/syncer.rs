@@ -8,123 +8,18 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{
-    ConfigMap, Endpoints, Event, Node, Pod, Secret, Service, ServiceAccount,
-};
+use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Event, Node, Pod, Secret, Service};
 use kube::{
-    Api, Client, ResourceExt,
-    api::{DeleteParams, ListParams, PostParams},
+    Api, ResourceExt,
+    api::{DeleteParams, ListParams},
 };
 use serde_json::{Value, json};
-use vnest_crds::{
-    meta::{
-        ANNOTATION_OBJECT_KIND, ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_NAMESPACE,
-        ANNOTATION_OBJECT_UID, LABEL_SYNCER_MANAGED_BY, LABEL_SYNCER_NAMESPACE,
-    },
-    translate::host_name,
+use vnest_crds::meta::{
+    ANNOTATION_OBJECT_KIND, ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_NAMESPACE,
+    ANNOTATION_OBJECT_UID, LABEL_SYNCER_MANAGED_BY, LABEL_SYNCER_NAMESPACE,
 };
-use vnest_tests::{
-    OperatorProcess, SyncerProcess, TestNamespace, bed, crd,
-    fixtures::{create_virtual_cluster, free_port},
-    syncer::SyncerWiring,
-    wait,
-};
-
-const TIMEOUT: Duration = Duration::from_secs(60);
-const VC: &str = "vc";
-
-struct Setup {
-    host: Client,
-    virt: Client,
-    ns: TestNamespace,
-    vns: TestNamespace,
-    wiring: SyncerWiring,
-    _operator: OperatorProcess,
-}
-
-impl Setup {
-    /// The host name of virtual object `name` of this test's virtual namespace.
-    fn host_name(&self, name: &str) -> String {
-        host_name(name, &self.vns.name, VC)
-    }
-
-    fn host_api<K>(&self) -> Api<K>
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-    {
-        Api::namespaced(self.host.clone(), &self.ns.name)
-    }
-
-    fn virt_api<K>(&self) -> Api<K>
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-    {
-        Api::namespaced(self.virt.clone(), &self.vns.name)
-    }
-
-    fn start_syncer(&self) -> SyncerProcess {
-        SyncerProcess::start(&self.wiring, free_port())
-    }
-
-    async fn create<K>(&self, obj: Value) -> K
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + serde::Serialize
-            + std::fmt::Debug,
-    {
-        let obj: K = serde_json::from_value(obj).expect("object JSON");
-        let api = self.virt_api::<K>();
-        // The virtual ServiceAccount admission refuses pods until `default` exists.
-        wait::until("virtual create", TIMEOUT, || async {
-            api.create(&PostParams::default(), &obj)
-                .await
-                .map_err(|e| e.to_string())
-        })
-        .await
-    }
-
-    async fn teardown(self) {
-        // Bound virtual pods wait for a kubelet to finish their deletion; none will once the
-        // syncer is gone, so end them now or the virtual namespace never goes.
-        let _ = self
-            .virt_api::<Pod>()
-            .delete_collection(
-                &DeleteParams::default().grace_period(0),
-                &ListParams::default(),
-            )
-            .await;
-        self.vns.delete(&self.virt).await;
-        self.ns.delete(&self.host).await;
-    }
-}
-
-/// A host namespace with a VirtualCluster the operator reconciled, the syncer's wiring from
-/// what the operator made, and a fresh virtual namespace.
-async fn setup(prefix: &str, spec: Value) -> Setup {
-    let host = bed().host().await;
-    crd::install(&host).await;
-    let ns = TestNamespace::create(&host, prefix).await;
-    let operator = OperatorProcess::start(bed(), &ns.name, "op", free_port());
-    create_virtual_cluster(&host, &ns.name, VC, spec).await;
-
-    let virt = bed().virtual_cluster().await;
-    let vns = TestNamespace::create(&virt, prefix).await;
-    let accounts: Api<ServiceAccount> = Api::namespaced(virt.clone(), &vns.name);
-    wait::until("virtual default ServiceAccount", TIMEOUT, || async {
-        accounts.get("default").await.map_err(|e| e.to_string())
-    })
-    .await;
-    Setup {
-        wiring: SyncerWiring::from_operator(&host, &ns.name, VC, &vns.name).await,
-        host,
-        virt,
-        ns,
-        vns,
-        _operator: operator,
-    }
-}
+use vnest_tests::tenant::{TIMEOUT, Tenant as Setup, VC, absent, phase, present, setup};
+use vnest_tests::{bed, wait};
 
 fn pod(name: &str, labels: Value, spec: Value) -> Value {
     json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": name, "labels": labels }, "spec": spec })
@@ -143,32 +38,6 @@ fn app_spec(configmap: &str, secret: &str) -> Value {
 
 fn configmap(name: &str, value: &str) -> Value {
     json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name }, "data": { "key": value } })
-}
-
-async fn present<K>(api: &Api<K>, name: impl AsRef<str>) -> Result<K, String>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let name = name.as_ref();
-    api.get_opt(name)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("{name} not found"))
-}
-
-async fn absent<K>(api: &Api<K>, name: impl AsRef<str>) -> Result<(), String>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let name = name.as_ref();
-    match api.get_opt(name).await.map_err(|e| e.to_string())? {
-        None => Ok(()),
-        Some(_) => Err(format!("{name} still exists")),
-    }
-}
-
-fn phase(pod: &Pod) -> Option<&str> {
-    pod.status.as_ref()?.phase.as_deref()
 }
 
 #[tokio::test]

@@ -3,87 +3,19 @@
 //! provisioner) and the bound volume appears in the virtual cluster; a NetworkPolicy's
 //! translated selectors select exactly the tenant's host pods.
 
-use std::time::Duration;
-
 use k8s_openapi::api::{
     core::v1::{PersistentVolume, PersistentVolumeClaim, Pod},
     networking::v1::NetworkPolicy,
 };
 use kube::{
-    Api, Client,
+    Api,
     api::{DeleteParams, ListParams, PostParams},
     core::{Selector, SelectorExt},
 };
-use serde_json::{Value, json};
+use serde_json::json;
 use vnest_crds::translate::host_name;
-use vnest_tests::{
-    OperatorProcess, SyncerProcess, TestNamespace, bed, crd,
-    fixtures::{create_virtual_cluster, free_port},
-    syncer::SyncerWiring,
-    wait,
-};
-
-const TIMEOUT: Duration = Duration::from_secs(60);
-const VC: &str = "vc";
-
-struct Setup {
-    host: Client,
-    virt: Client,
-    ns: TestNamespace,
-    vns: TestNamespace,
-    wiring: SyncerWiring,
-    _operator: OperatorProcess,
-}
-
-async fn setup(prefix: &str, spec: Value) -> Setup {
-    let host = bed().host().await;
-    crd::install(&host).await;
-    let ns = TestNamespace::create(&host, prefix).await;
-    let operator = OperatorProcess::start(bed(), &ns.name, "op", free_port());
-    create_virtual_cluster(&host, &ns.name, VC, spec).await;
-    let virt = bed().virtual_cluster().await;
-    let vns = TestNamespace::create(&virt, prefix).await;
-    Setup {
-        wiring: SyncerWiring::from_operator(&host, &ns.name, VC, &vns.name).await,
-        host,
-        virt,
-        ns,
-        vns,
-        _operator: operator,
-    }
-}
-
-impl Setup {
-    async fn create_virtual<K>(&self, obj: Value) -> K
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + serde::Serialize
-            + std::fmt::Debug,
-    {
-        let obj: K = serde_json::from_value(obj).expect("object JSON");
-        let api: Api<K> = Api::namespaced(self.virt.clone(), &self.vns.name);
-        wait::until("virtual create", TIMEOUT, || async {
-            api.create(&PostParams::default(), &obj)
-                .await
-                .map_err(|e| e.to_string())
-        })
-        .await
-    }
-
-    async fn teardown(self) {
-        let pods: Api<Pod> = Api::namespaced(self.virt.clone(), &self.vns.name);
-        let _ = pods
-            .delete_collection(
-                &DeleteParams::default().grace_period(0),
-                &ListParams::default(),
-            )
-            .await;
-        self.vns.delete(&self.virt).await;
-        self.ns.delete(&self.host).await;
-    }
-}
+use vnest_tests::tenant::{TIMEOUT, VC, setup};
+use vnest_tests::{SyncerProcess, fixtures::free_port, wait};
 
 #[tokio::test]
 async fn a_tenant_claim_binds_on_the_host_and_its_volume_appears_virtually() {
@@ -108,7 +40,7 @@ async fn a_tenant_claim_binds_on_the_host_and_its_volume_appears_virtually() {
         .await
         .expect("create host PV");
 
-    s.create_virtual::<PersistentVolumeClaim>(json!({
+    s.create::<PersistentVolumeClaim>(json!({
         "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": { "name": "data" },
         "spec": { "accessModes": ["ReadWriteOnce"], "storageClassName": "",
                   "resources": { "requests": { "storage": "1Gi" } } },
@@ -210,7 +142,7 @@ async fn a_network_policy_selects_exactly_the_tenants_host_pods() {
     .await;
     let _syncer = SyncerProcess::start(&s.wiring, free_port());
     for (name, app) in [("web-0", "web"), ("db-0", "db")] {
-        s.create_virtual::<Pod>(json!({
+        s.create::<Pod>(json!({
             "apiVersion": "v1", "kind": "Pod", "metadata": { "name": name, "labels": { "app": app } },
             "spec": { "containers": [{ "name": "c", "image": "nginx" }] },
         }))
@@ -230,7 +162,7 @@ async fn a_network_policy_selects_exactly_the_tenants_host_pods() {
             .map_err(|e| e.to_string())
     })
     .await;
-    s.create_virtual::<NetworkPolicy>(json!({
+    s.create::<NetworkPolicy>(json!({
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": { "name": "web" },
         "spec": { "podSelector": { "matchLabels": { "app": "web" } },
                   "ingress": [{ "from": [{ "podSelector": { "matchLabels": { "app": "db" } } }] }] },

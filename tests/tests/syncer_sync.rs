@@ -2,124 +2,16 @@
 //! the host, each against the real test bed with the syncer as a process authenticated as
 //! the operator-made ServiceAccount (so the operator's Role and ClusterRole are all it has).
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::{Event, Node, Pod, Secret, ServiceAccount};
 use kube::{
-    Api, Client, ResourceExt,
+    Api, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
-use vnest_crds::translate::host_name;
-use vnest_tests::{
-    OperatorProcess, SyncerProcess, TestNamespace, bed, crd,
-    fixtures::{create_virtual_cluster, free_port},
-    syncer::SyncerWiring,
-    wait,
-};
+use vnest_tests::tenant::{TIMEOUT, VC, absent, present, setup};
+use vnest_tests::{bed, fixtures::free_port, wait};
 
-const TIMEOUT: Duration = Duration::from_secs(60);
-const VC: &str = "vc";
 const TOKEN_ANNOTATION: &str = "vcluster.loft.sh/token";
-
-struct Setup {
-    host: Client,
-    virt: Client,
-    ns: TestNamespace,
-    vns: TestNamespace,
-    wiring: SyncerWiring,
-    _operator: OperatorProcess,
-}
-
-impl Setup {
-    fn host_name(&self, name: &str) -> String {
-        host_name(name, &self.vns.name, VC)
-    }
-
-    fn host_api<K>(&self) -> Api<K>
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-    {
-        Api::namespaced(self.host.clone(), &self.ns.name)
-    }
-
-    fn virt_api<K>(&self) -> Api<K>
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-    {
-        Api::namespaced(self.virt.clone(), &self.vns.name)
-    }
-
-    fn start_syncer(&self) -> SyncerProcess {
-        SyncerProcess::start(&self.wiring, free_port())
-    }
-
-    async fn create<K>(&self, obj: Value) -> K
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + serde::Serialize
-            + std::fmt::Debug,
-    {
-        let obj: K = serde_json::from_value(obj).expect("object JSON");
-        let api = self.virt_api::<K>();
-        wait::until("virtual create", TIMEOUT, || async {
-            api.create(&PostParams::default(), &obj)
-                .await
-                .map_err(|e| e.to_string())
-        })
-        .await
-    }
-
-    /// The host copy of virtual pod `name` once KWOK runs it.
-    async fn running_host_pod(&self, name: &str) -> Pod {
-        let api: Api<Pod> = self.host_api();
-        wait::until(&format!("host pod of {name} Running"), TIMEOUT, || async {
-            let p = present(&api, self.host_name(name)).await?;
-            let phase = p.status.as_ref().and_then(|s| s.phase.clone());
-            (phase.as_deref() == Some("Running"))
-                .then_some(p)
-                .ok_or(format!("{phase:?}"))
-        })
-        .await
-    }
-
-    async fn teardown(self) {
-        let _ = self
-            .virt_api::<Pod>()
-            .delete_collection(
-                &DeleteParams::default().grace_period(0),
-                &ListParams::default(),
-            )
-            .await;
-        self.vns.delete(&self.virt).await;
-        self.ns.delete(&self.host).await;
-    }
-}
-
-async fn setup(prefix: &str, spec: Value) -> Setup {
-    let host = bed().host().await;
-    crd::install(&host).await;
-    let ns = TestNamespace::create(&host, prefix).await;
-    let operator = OperatorProcess::start(bed(), &ns.name, "op", free_port());
-    create_virtual_cluster(&host, &ns.name, VC, spec).await;
-    let virt = bed().virtual_cluster().await;
-    let vns = TestNamespace::create(&virt, prefix).await;
-    let accounts: Api<ServiceAccount> = Api::namespaced(virt.clone(), &vns.name);
-    wait::until("virtual default ServiceAccount", TIMEOUT, || async {
-        accounts.get("default").await.map_err(|e| e.to_string())
-    })
-    .await;
-    Setup {
-        wiring: SyncerWiring::from_operator(&host, &ns.name, VC, &vns.name).await,
-        host,
-        virt,
-        ns,
-        vns,
-        _operator: operator,
-    }
-}
 
 fn pod(name: &str, spec: Value) -> Value {
     json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": name }, "spec": spec })
@@ -127,28 +19,6 @@ fn pod(name: &str, spec: Value) -> Value {
 
 fn plain() -> Value {
     json!({ "containers": [{ "name": "app", "image": "nginx" }] })
-}
-
-async fn present<K>(api: &Api<K>, name: impl AsRef<str>) -> Result<K, String>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let name = name.as_ref();
-    api.get_opt(name)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("{name} not found"))
-}
-
-async fn absent<K>(api: &Api<K>, name: impl AsRef<str>) -> Result<(), String>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let name = name.as_ref();
-    match api.get_opt(name).await.map_err(|e| e.to_string())? {
-        None => Ok(()),
-        Some(_) => Err(format!("{name} still exists")),
-    }
 }
 
 /// `kubectl auth whoami` against the virtual API server with `token`: the user name.

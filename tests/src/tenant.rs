@@ -1,0 +1,162 @@
+//! A tenant's world for syncer tests: a host namespace with a VirtualCluster the operator
+//! reconciled, the syncer's wiring from what the operator made, and a fresh namespace in the
+//! bed's virtual API server; plus the small reads the tests poll with.
+
+use std::time::Duration;
+
+use k8s_openapi::{
+    NamespaceResourceScope,
+    api::core::v1::{Pod, ServiceAccount},
+};
+use kube::{
+    Api, Client, Resource,
+    api::{DeleteParams, ListParams, PostParams},
+};
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::Value;
+use vnest_crds::translate::host_name;
+
+use crate::{
+    OperatorProcess, SyncerProcess, TestNamespace, bed, crd,
+    fixtures::{create_virtual_cluster, free_port},
+    syncer::SyncerWiring,
+    wait,
+};
+
+/// How long the tests wait for the syncer to converge.
+pub const TIMEOUT: Duration = Duration::from_secs(60);
+/// The VirtualCluster's name in every tenant.
+pub const VC: &str = "vc";
+
+pub struct Tenant {
+    pub host: Client,
+    pub virt: Client,
+    pub ns: TestNamespace,
+    pub vns: TestNamespace,
+    pub wiring: SyncerWiring,
+    _operator: OperatorProcess,
+}
+
+/// A tenant for a test named by `prefix`, its VirtualCluster made from `spec`.
+pub async fn setup(prefix: &str, spec: Value) -> Tenant {
+    let host = bed().host().await;
+    crd::install(&host).await;
+    let ns = TestNamespace::create(&host, prefix).await;
+    let operator = OperatorProcess::start(bed(), &ns.name, "op", free_port());
+    create_virtual_cluster(&host, &ns.name, VC, spec).await;
+
+    let virt = bed().virtual_cluster().await;
+    let vns = TestNamespace::create(&virt, prefix).await;
+    // The virtual ServiceAccount admission refuses pods until `default` exists.
+    let accounts: Api<ServiceAccount> = Api::namespaced(virt.clone(), &vns.name);
+    wait::until("virtual default ServiceAccount", TIMEOUT, || async {
+        accounts.get("default").await.map_err(|e| e.to_string())
+    })
+    .await;
+    Tenant {
+        wiring: SyncerWiring::from_operator(&host, &ns.name, VC, &vns.name).await,
+        host,
+        virt,
+        ns,
+        vns,
+        _operator: operator,
+    }
+}
+
+impl Tenant {
+    /// The host name of virtual object `name` of this tenant's virtual namespace.
+    pub fn host_name(&self, name: &str) -> String {
+        host_name(name, &self.vns.name, VC)
+    }
+
+    pub fn host_api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.host.clone(), &self.ns.name)
+    }
+
+    pub fn virt_api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.virt.clone(), &self.vns.name)
+    }
+
+    pub fn start_syncer(&self) -> SyncerProcess {
+        SyncerProcess::start(&self.wiring, free_port())
+    }
+
+    /// Creates `obj` in the virtual namespace, retrying until the API server takes it.
+    pub async fn create<K>(&self, obj: Value) -> K
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + Serialize
+            + std::fmt::Debug,
+    {
+        let obj: K = serde_json::from_value(obj).expect("object JSON");
+        let api = self.virt_api::<K>();
+        wait::until("virtual create", TIMEOUT, || async {
+            api.create(&PostParams::default(), &obj)
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await
+    }
+
+    /// The host copy of virtual pod `name` once KWOK runs it.
+    pub async fn running_host_pod(&self, name: &str) -> Pod {
+        let api: Api<Pod> = self.host_api();
+        wait::until(&format!("host pod of {name} Running"), TIMEOUT, || async {
+            let p = present(&api, self.host_name(name)).await?;
+            (phase(&p) == Some("Running"))
+                .then_some(p)
+                .ok_or("not Running".to_string())
+        })
+        .await
+    }
+
+    pub async fn teardown(self) {
+        // Bound virtual pods wait for a kubelet to finish their deletion; none will once the
+        // syncer is gone, so end them now or the virtual namespace never goes.
+        let _ = self
+            .virt_api::<Pod>()
+            .delete_collection(
+                &DeleteParams::default().grace_period(0),
+                &ListParams::default(),
+            )
+            .await;
+        self.vns.delete(&self.virt).await;
+        self.ns.delete(&self.host).await;
+    }
+}
+
+/// Object `name`, or why not.
+pub async fn present<K>(api: &Api<K>, name: impl AsRef<str>) -> Result<K, String>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let name = name.as_ref();
+    api.get_opt(name)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{name} not found"))
+}
+
+/// Ok once object `name` is gone.
+pub async fn absent<K>(api: &Api<K>, name: impl AsRef<str>) -> Result<(), String>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let name = name.as_ref();
+    match api.get_opt(name).await.map_err(|e| e.to_string())? {
+        None => Ok(()),
+        Some(_) => Err(format!("{name} still exists")),
+    }
+}
+
+pub fn phase(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref()?.phase.as_deref()
+}
