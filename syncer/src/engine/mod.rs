@@ -47,6 +47,34 @@ const WORKERS: usize = 16;
 /// Every key is reconciled again this often, whatever the watches say.
 const RESYNC: Duration = Duration::from_secs(300);
 
+/// One worker of a `kind`: reconciles the keys `queue` hands out, one at a time, for ever,
+/// recording queue wait, reconcile time and failures.
+pub async fn work<F, Fut>(ctx: &Ctx, queue: &Queue, kind: &str, reconcile: F)
+where
+    F: Fn(Key) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    let metrics = &ctx.metrics;
+    loop {
+        let (key, waited) = queue.pop().await;
+        metrics
+            .queue_wait
+            .with_label_values(&[kind])
+            .observe(waited.as_secs_f64());
+        let start = std::time::Instant::now();
+        let result = reconcile(key.clone()).await;
+        metrics
+            .reconcile_duration
+            .with_label_values(&[kind])
+            .observe(start.elapsed().as_secs_f64());
+        if let Err(e) = &result {
+            metrics.reconcile_errors.with_label_values(&[kind]).inc();
+            tracing::warn!(kind, namespace = %key.0, name = %key.1, error = format!("{e:#}"), "reconcile failed");
+        }
+        queue.done(key, result.is_ok());
+    }
+}
+
 /// Everything a reconcile may use: both clients, where host copies go, the configuration.
 pub struct Ctx {
     pub host: Client,
@@ -336,29 +364,11 @@ impl<S: Syncer> Engine<S> {
     }
 
     async fn work(self: Arc<Self>) {
-        loop {
-            let (key, waited) = self.queue.pop().await;
-            let metrics = &self.ctx.metrics;
-            metrics
-                .queue_wait
-                .with_label_values(&[S::KIND])
-                .observe(waited.as_secs_f64());
-            let start = std::time::Instant::now();
-            let result = self.reconcile(&key).await;
-            metrics
-                .reconcile_duration
-                .with_label_values(&[S::KIND])
-                .observe(start.elapsed().as_secs_f64());
-            if let Err(e) = &result {
-                self.ctx
-                    .metrics
-                    .reconcile_errors
-                    .with_label_values(&[S::KIND])
-                    .inc();
-                tracing::warn!(kind = S::KIND, namespace = %key.0, name = %key.1, error = format!("{e:#}"), "reconcile failed");
-            }
-            self.queue.done(key, result.is_ok());
-        }
+        work(&self.ctx, &self.queue, S::KIND, |key| {
+            let this = self.clone();
+            async move { this.reconcile(&key).await }
+        })
+        .await
     }
 
     fn host_api(&self) -> Api<S::K> {

@@ -22,7 +22,7 @@ use serde_json::json;
 
 use crate::{
     diff::covers,
-    engine::{Ctx, FIELD_MANAGER, Key, Queue, is_not_found},
+    engine::{self, Ctx, FIELD_MANAGER, Key, Queue, is_not_found},
     translate::from_host::{LABEL_FROM_HOST, is_from_host, virtual_copy},
 };
 
@@ -172,29 +172,11 @@ pub async fn run<M: Mirror>(mirror: M, ctx: Arc<Ctx>, queue: Queue) {
 
 impl<M: Mirror> Runner<M> {
     async fn work(self: Arc<Self>) {
-        loop {
-            let (key, waited) = self.queue.pop().await;
-            let metrics = &self.ctx.metrics;
-            metrics
-                .queue_wait
-                .with_label_values(&[M::KIND])
-                .observe(waited.as_secs_f64());
-            let start = std::time::Instant::now();
-            let result = self.reconcile(&key.1).await;
-            metrics
-                .reconcile_duration
-                .with_label_values(&[M::KIND])
-                .observe(start.elapsed().as_secs_f64());
-            if let Err(e) = &result {
-                self.ctx
-                    .metrics
-                    .reconcile_errors
-                    .with_label_values(&[M::KIND])
-                    .inc();
-                tracing::warn!(kind = M::KIND, name = %key.1, error = format!("{e:#}"), "reconcile failed");
-            }
-            self.queue.done(key, result.is_ok());
-        }
+        engine::work(&self.ctx, &self.queue, M::KIND, |key| {
+            let this = self.clone();
+            async move { this.reconcile(&key.1).await }
+        })
+        .await
     }
 
     fn api(&self) -> Api<M::K> {
