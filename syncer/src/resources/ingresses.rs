@@ -2,7 +2,7 @@
 //! back. The Secrets they serve are synced by [`super::secrets`].
 
 use k8s_openapi::api::networking::v1::Ingress;
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 
 use super::sync_status;
 use crate::{
@@ -30,11 +30,8 @@ impl Syncer for Ingresses {
     }
 
     async fn back(&self, ctx: &Ctx, virt: &Ingress, host: &Ingress) -> anyhow::Result<()> {
-        let api: Api<Ingress> =
-            Api::namespaced(ctx.virt.clone(), &virt.namespace().unwrap_or_default());
         sync_status(
             ctx,
-            &api,
             virt,
             virt.status.as_ref(),
             virtual_status(host).as_ref(),

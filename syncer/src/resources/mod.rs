@@ -25,7 +25,7 @@ use kube::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::{NamespaceResourceScope, api::core::v1::Pod};
 
 use crate::{
     diff::covers,
@@ -64,16 +64,26 @@ fn metadata_covers<K: Resource>(actual: &K, desired: &K) -> bool {
     covers(&json(actual), &json(desired))
 }
 
+/// The virtual cluster's API for the namespace of `virt`.
+fn virtual_api<K>(ctx: &Ctx, virt: &K) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+{
+    Api::namespaced(ctx.virt.clone(), &virt.namespace().unwrap_or_default())
+}
+
 /// Patches the virtual object's status to `desired` when it does not already show it.
 async fn sync_status<K, S>(
     ctx: &Ctx,
-    api: &Api<K>,
     virt: &K,
     current: Option<&S>,
     desired: Option<&S>,
 ) -> anyhow::Result<()>
 where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
     S: Serialize,
 {
     let Some(desired) = desired else {
@@ -89,7 +99,7 @@ where
     ctx.metrics
         .timed(
             "virtual_status",
-            api.patch_status(&name, &PatchParams::default(), &patch),
+            virtual_api(ctx, virt).patch_status(&name, &PatchParams::default(), &patch),
         )
         .await
         .map_err(|e| {

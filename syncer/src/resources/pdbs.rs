@@ -1,7 +1,6 @@
 //! PodDisruptionBudgets: copied with translated selectors; the host's status comes back.
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::{Api, ResourceExt};
 
 use super::sync_status;
 use crate::{
@@ -29,11 +28,8 @@ impl Syncer for Pdbs {
         virt: &PodDisruptionBudget,
         host: &PodDisruptionBudget,
     ) -> anyhow::Result<()> {
-        let api: Api<PodDisruptionBudget> =
-            Api::namespaced(ctx.virt.clone(), &virt.namespace().unwrap_or_default());
         sync_status(
             ctx,
-            &api,
             virt,
             virt.status.as_ref(),
             virtual_status(host).as_ref(),

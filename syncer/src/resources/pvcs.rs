@@ -3,12 +3,12 @@
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::{
-    Api, ResourceExt,
+    ResourceExt,
     api::{Patch, PatchParams},
 };
 use serde_json::json;
 
-use super::sync_status;
+use super::{sync_status, virtual_api};
 use crate::{
     engine::{Ctx, Decision, Key, Syncer, is_not_found},
     translate::pvc::{host_pvc, update_body, virtual_status, volume_to_adopt},
@@ -47,8 +47,7 @@ impl Syncer for Pvcs {
         if !virt.finalizers().iter().any(|f| f == PVC_PROTECTION) {
             return Ok(());
         }
-        let api: Api<PersistentVolumeClaim> =
-            Api::namespaced(ctx.virt.clone(), &virt.namespace().unwrap_or_default());
+        let api = virtual_api(ctx, virt);
         let rest: Vec<&String> = virt
             .finalizers()
             .iter()
@@ -89,8 +88,7 @@ impl Syncer for Pvcs {
         virt: &PersistentVolumeClaim,
         host: &PersistentVolumeClaim,
     ) -> anyhow::Result<()> {
-        let api: Api<PersistentVolumeClaim> =
-            Api::namespaced(ctx.virt.clone(), &virt.namespace().unwrap_or_default());
+        let api = virtual_api(ctx, virt);
         // The binding first: a virtual claim showing Bound names its volume.
         if let Some(volume) = volume_to_adopt(virt, host) {
             api.patch(
@@ -108,7 +106,6 @@ impl Syncer for Pvcs {
         }
         sync_status(
             ctx,
-            &api,
             virt,
             virt.status.as_ref(),
             virtual_status(host).as_ref(),

@@ -81,11 +81,8 @@ impl Syncer for Services {
         if let Some(ip) = cluster_ip_to_adopt(virt, host) {
             return self.adopt_cluster_ip(ctx, virt, host, &ip).await;
         }
-        let api: Api<Service> =
-            Api::namespaced(ctx.virt.clone(), &virt.namespace().unwrap_or_default());
         sync_status(
             ctx,
-            &api,
             virt,
             virt.status.as_ref(),
             virtual_status(host).as_ref(),

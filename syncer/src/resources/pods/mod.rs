@@ -186,11 +186,8 @@ impl Syncer for Pods {
         if let (Some(node), None) = (host_node, virt_node) {
             self.bind(ctx, virt, node).await?;
         }
-        let api: Api<Pod> =
-            Api::namespaced(ctx.virt.clone(), &virt.namespace().unwrap_or_default());
         sync_status(
             ctx,
-            &api,
             virt,
             virt.status.as_ref(),
             virtual_status(host, virt).as_ref(),
