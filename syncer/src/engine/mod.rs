@@ -47,6 +47,17 @@ const WORKERS: usize = 16;
 /// Every key is reconciled again this often, whatever the watches say.
 const RESYNC: Duration = Duration::from_secs(300);
 
+/// Waits for the first list of both caches of a `kind`, then counts its engine as synced
+/// (`/readyz` waits for every engine).
+pub async fn caches_synced<K>(ctx: &Ctx, kind: &str, virt: &Store<K>, host: &Store<K>)
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let _ = futures::join!(virt.wait_until_ready(), host.wait_until_ready());
+    ctx.unsynced.fetch_sub(1, Ordering::SeqCst);
+    tracing::info!(kind, virt = virt.len(), host = host.len(), "caches synced");
+}
+
 /// One worker of a `kind`: reconciles the keys `queue` hands out, one at a time, for ever,
 /// recording queue wait, reconcile time and failures.
 pub async fn work<F, Fut>(ctx: &Ctx, queue: &Queue, kind: &str, reconcile: F)
@@ -325,17 +336,7 @@ pub async fn run<S: Syncer>(
     });
     let watch_task = tokio::spawn(events);
 
-    let _ = futures::join!(
-        engine.virt.wait_until_ready(),
-        engine.host.wait_until_ready()
-    );
-    ctx.unsynced.fetch_sub(1, Ordering::SeqCst);
-    tracing::info!(
-        kind = S::KIND,
-        virt = engine.virt.len(),
-        host = engine.host.len(),
-        "caches synced"
-    );
+    caches_synced(&ctx, S::KIND, &engine.virt, &engine.host).await;
     let resync = tokio::spawn({
         let engine = engine.clone();
         async move {

@@ -4,7 +4,7 @@
 //! virtual objects carrying [`LABEL_FROM_HOST`] are ever written or deleted, so a tenant's
 //! own object of the same name is left alone.
 
-use std::{fmt::Debug, marker::PhantomData, sync::Arc, sync::atomic::Ordering, time::Duration};
+use std::{fmt::Debug, marker::PhantomData, sync::Arc, time::Duration};
 
 use futures::{StreamExt, stream};
 use k8s_openapi::ClusterResourceScope;
@@ -143,17 +143,7 @@ pub async fn run<M: Mirror>(mirror: M, ctx: Arc<Ctx>, queue: Queue) {
         virt,
         queue,
     });
-    let _ = futures::join!(
-        runner.host.wait_until_ready(),
-        runner.virt.wait_until_ready()
-    );
-    ctx.unsynced.fetch_sub(1, Ordering::SeqCst);
-    tracing::info!(
-        kind = M::KIND,
-        host = runner.host.len(),
-        virt = runner.virt.len(),
-        "caches synced"
-    );
+    engine::caches_synced(&ctx, M::KIND, &runner.virt, &runner.host).await;
     let resync = tokio::spawn({
         let runner = runner.clone();
         async move {
