@@ -239,7 +239,10 @@ async fn host_nodes_the_selector_picks_are_copied_with_status_and_without_images
     let virt_nodes: Api<Node> = Api::all(s.virt.clone());
     let copy = wait::until("virtual copy of the selected node", TIMEOUT, || async {
         let n = present(&virt_nodes, &select).await?;
-        n.status.clone().ok_or("no status yet".to_string())?;
+        // A node created without status still reads back with an empty one (daemonEndpoints,
+        // nodeInfo), so wait for the host's capacity, which only the status write brings.
+        let capacity = n.status.as_ref().and_then(|s| s.capacity.as_ref());
+        capacity.ok_or("status not copied yet".to_string())?;
         Ok::<_, String>(n)
     })
     .await;
