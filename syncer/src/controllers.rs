@@ -18,6 +18,7 @@ use k8s_openapi::api::{
 };
 
 use crate::{
+    custom::{self, Resolved},
     engine::{self, Ctx, Follower, Queue, Watches},
     resources::{
         configmaps::{self, ConfigMaps},
@@ -92,8 +93,9 @@ fn from_host_copies(ctx: &Arc<Ctx>) -> Vec<BoxFuture<'static, ()>> {
     engines
 }
 
-/// Runs every enabled engine until one ends (they only end when their watches do).
-pub async fn run(ctx: Arc<Ctx>) {
+/// Runs every enabled engine, and the sync of each resolved custom resource, until one ends
+/// (they only end when their watches do).
+pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) {
     let to_host = ctx.config.sync.to_host.clone();
     let pods = Watches::<Pod>::default();
     let services = Watches::<Service>::default();
@@ -275,6 +277,9 @@ pub async fn run(ctx: Arc<Ctx>) {
         )));
     }
     engines.extend(from_host_copies(&ctx));
+    for resource in custom {
+        engines.push(Box::pin(custom::sync::run(ctx.clone(), resource)));
+    }
     ctx.unsynced.store(engines.len(), Ordering::SeqCst);
     engines.extend(node_task);
     engines.extend(event_task);

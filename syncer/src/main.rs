@@ -5,7 +5,7 @@
 use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
-    sync::{Arc, atomic::AtomicUsize},
+    sync::{Arc, OnceLock, atomic::AtomicUsize},
 };
 
 use anyhow::Context as _;
@@ -16,7 +16,9 @@ use kube::{
     runtime::events::{Recorder, Reporter},
 };
 use vnest_crds::SyncerConfig;
-use vnest_syncer::{controllers, engine::Ctx, metrics::Metrics, proxy, server, translate::Target};
+use vnest_syncer::{
+    controllers, custom, engine::Ctx, metrics::Metrics, proxy, server, translate::Target,
+};
 
 /// Syncs a virtual cluster's workloads into its host namespace.
 #[derive(Parser, Debug)]
@@ -140,7 +142,17 @@ async fn main() -> anyhow::Result<()> {
         virtual_namespaces: args.virtual_namespaces,
         metrics: Metrics::new(),
         unsynced: AtomicUsize::new(usize::MAX),
+        blocked: OnceLock::new(),
     });
+    let custom = match custom::resolve_all(&ctx.host, &ctx.virt, &ctx.config.sync).await {
+        Ok(resolved) => Some(resolved),
+        Err(e) => {
+            let why = format!("{e:#}; the syncer resolves custom resources again when it restarts");
+            tracing::error!(error = %why, "not syncing");
+            let _ = ctx.blocked.set(why);
+            None
+        }
+    };
     tokio::spawn({
         let ctx = ctx.clone();
         async move {
@@ -149,10 +161,24 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     });
-    let proxy = proxy::serve(args.proxy_address, &args.certs_dir, ctx.clone(), upstreams);
+    let write_through = custom.iter().flatten().cloned().collect();
+    let proxy = proxy::serve(
+        args.proxy_address,
+        &args.certs_dir,
+        ctx.clone(),
+        upstreams,
+        write_through,
+    );
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let sync = async move {
+        match custom {
+            Some(custom) => controllers::run(ctx, custom).await,
+            // Serve /readyz with the reason until restarted.
+            None => futures::future::pending().await,
+        }
+    };
     tokio::select! {
-        () = controllers::run(ctx) => anyhow::bail!("a sync engine stopped"),
+        () = sync => anyhow::bail!("a sync engine stopped"),
         result = proxy => result.context("the API proxy stopped")?,
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; stopping"),
         _ = terminate.recv() => tracing::info!("terminated; stopping"),

@@ -166,7 +166,7 @@ pub fn text(code: StatusCode, body: String) -> Response<ProxyBody> {
     response
 }
 
-fn full(bytes: Bytes) -> ProxyBody {
+pub fn full(bytes: Bytes) -> ProxyBody {
     Full::new(bytes)
         .map_err(|never| match never {})
         .boxed_unsync()
