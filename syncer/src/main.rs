@@ -3,9 +3,10 @@
 //! as a plain process.
 
 use std::{
+    io::IsTerminal,
     net::SocketAddr,
     path::{Path, PathBuf},
-    sync::{Arc, OnceLock, atomic::AtomicUsize},
+    sync::{Arc, Mutex, atomic::AtomicUsize},
 };
 
 use anyhow::Context as _;
@@ -113,6 +114,37 @@ fn read_config(args: &Args) -> anyhow::Result<SyncerConfig> {
     Ok(config)
 }
 
+/// Resolves the custom resources, retrying what may pass (RBAC not granted yet, an API
+/// server restarting); `None` when one cannot resolve before the next start, which
+/// `/readyz` then explains.
+async fn resolve_custom_resources(ctx: &Ctx) -> Option<Vec<Arc<custom::Resolved>>> {
+    let set_blocked = |why: Option<String>| *ctx.blocked.lock().expect("not poisoned") = why;
+    loop {
+        match custom::resolve_all(&ctx.host, &ctx.virt, &ctx.config.sync).await {
+            Ok(resolved) => {
+                set_blocked(None);
+                return Some(resolved);
+            }
+            Err(e) if e.downcast_ref::<custom::Final>().is_some() => {
+                let why =
+                    format!("{e:#}; the syncer resolves custom resources again when it restarts");
+                tracing::error!(error = %why, "not syncing");
+                set_blocked(Some(why));
+                return None;
+            }
+            Err(e) => {
+                let why = format!("{e:#}; retrying in {}s", RESOLVE_RETRY.as_secs());
+                tracing::warn!(error = %why, "custom resources not resolved yet");
+                set_blocked(Some(why));
+                tokio::time::sleep(RESOLVE_RETRY).await;
+            }
+        }
+    }
+}
+
+/// How long a failed custom-resource resolution waits before trying again.
+const RESOLVE_RETRY: std::time::Duration = std::time::Duration::from_secs(3);
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -121,6 +153,7 @@ async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let config = read_config(&args)?;
     let host_config = client_config(args.host_kubeconfig.as_deref()).await?;
@@ -142,17 +175,8 @@ async fn main() -> anyhow::Result<()> {
         virtual_namespaces: args.virtual_namespaces,
         metrics: Metrics::new(),
         unsynced: AtomicUsize::new(usize::MAX),
-        blocked: OnceLock::new(),
+        blocked: Mutex::new(Some("resolving custom resources".into())),
     });
-    let custom = match custom::resolve_all(&ctx.host, &ctx.virt, &ctx.config.sync).await {
-        Ok(resolved) => Some(resolved),
-        Err(e) => {
-            let why = format!("{e:#}; the syncer resolves custom resources again when it restarts");
-            tracing::error!(error = %why, "not syncing");
-            let _ = ctx.blocked.set(why);
-            None
-        }
-    };
     tokio::spawn({
         let ctx = ctx.clone();
         async move {
@@ -161,6 +185,7 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     });
+    let custom = resolve_custom_resources(&ctx).await;
     let write_through = custom.iter().flatten().cloned().collect();
     let proxy = proxy::serve(
         args.proxy_address,

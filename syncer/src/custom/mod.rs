@@ -17,17 +17,18 @@ use kube::Client;
 use vnest_crds::Sync;
 
 pub use key::{Direction, ResourceKey};
-pub use resolve::{Backing, Resolved};
+pub use resolve::{Backing, Final, Resolved};
 
-/// Resolves every enabled custom resource; the first that cannot be resolved is the error
-/// (the syncer then does not become ready, and resolves again on its next start).
+/// Resolves every enabled custom resource; the first that cannot be resolved is the error.
+/// A [`Final`] one means the syncer cannot sync before its next start; any other is worth
+/// retrying.
 pub async fn resolve_all(
     host: &Client,
     virt: &Client,
     sync: &Sync,
 ) -> anyhow::Result<Vec<Arc<Resolved>>> {
     let mut resolved = Vec::new();
-    for (key, direction) in key::enabled(sync).map_err(anyhow::Error::msg)? {
+    for (key, direction) in key::enabled(sync).map_err(Final)? {
         let name = key.resource();
         let r = resolve::resolve(host, virt, key, direction)
             .await

@@ -32,6 +32,13 @@ pub enum Backing {
     Aggregated { api_service: String },
 }
 
+/// A resolution that cannot succeed before the next start: the host does not serve the
+/// resource, or the virtual cluster has a CRD of that name vnest may not adopt. Any other
+/// failure (RBAC not granted yet, an API server restarting) is worth retrying.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Final(pub String);
+
 /// A configured custom resource, resolved.
 #[derive(Clone, Debug)]
 pub struct Resolved {
@@ -67,7 +74,13 @@ async fn version(host: &Client, key: &ResourceKey) -> anyhow::Result<String> {
         .find(|g| g.name == key.group)
         .and_then(|g| g.preferred_version.as_ref().or(g.versions.first()))
         .map(|v| v.version.clone())
-        .ok_or_else(|| anyhow!("the host does not serve API group {} (yet)", key.group))
+        .ok_or_else(|| {
+            Final(format!(
+                "the host does not serve API group {} (yet)",
+                key.group
+            ))
+            .into()
+        })
 }
 
 /// What the host's discovery says about the resource.
@@ -76,16 +89,22 @@ async fn discover(host: &Client, key: &ResourceKey, version: &str) -> anyhow::Re
     let list = host
         .list_api_group_resources(&group_version)
         .await
-        .map_err(|e| anyhow!("the host does not serve {group_version} (yet): {e}"))?;
+        .map_err(|e| match &e {
+            kube::Error::Api(s) if s.code == 404 || s.code == 503 => Final(format!(
+                "the host does not serve {group_version} (yet): {e}"
+            ))
+            .into(),
+            _ => anyhow!("failed to read the host's discovery of {group_version}: {e}"),
+        })?;
     let found = list
         .resources
         .iter()
         .find(|r| r.name == key.plural)
         .ok_or_else(|| {
-            anyhow!(
+            Final(format!(
                 "the host serves {group_version} but not its resource {} (yet)",
                 key.plural
-            )
+            ))
         })?;
     Ok(Names {
         group: key.group.clone(),
@@ -115,7 +134,7 @@ pub async fn resolve(
         .with_context(|| format!("failed to read the host's CRD {resource_name}"))?
     {
         Some(host_crd) => (
-            crd::copied(&host_crd, &version).map_err(|e| anyhow!(e))?,
+            crd::copied(&host_crd, &version).map_err(Final)?,
             Backing::Crd,
         ),
         None => {
@@ -129,9 +148,10 @@ pub async fn resolve(
                     crd::generated(&names, &api_service),
                     Backing::Aggregated { api_service },
                 ),
-                _ => bail!(
+                _ => return Err(Final(format!(
                     "the host serves {resource_name} but neither a CRD nor an extension API server's APIService backs it"
-                ),
+                ))
+                .into()),
             }
         }
     };
@@ -165,7 +185,7 @@ async fn ensure_virtual_crd(virt: &Client, wanted: CustomResourceDefinition) -> 
         .get_opt(&name)
         .await
         .with_context(|| format!("failed to read the virtual CRD {name}"))?;
-    let desired = crd::roll_forward(existing.as_ref(), wanted).map_err(|e| anyhow!(e))?;
+    let desired = crd::roll_forward(existing.as_ref(), wanted).map_err(Final)?;
     let current = existing.as_ref().is_some_and(|e| {
         covers(
             &serde_json::to_value(e).unwrap_or_default(),

@@ -99,14 +99,14 @@ pub struct Ctx {
     pub metrics: Metrics,
     /// Engines whose caches have not finished their first list yet.
     pub unsynced: AtomicUsize,
-    /// Why the syncer cannot sync at all (a custom resource the host does not serve).
-    pub blocked: std::sync::OnceLock<String>,
+    /// Why the syncer does not sync (yet): custom resources not resolved.
+    pub blocked: Mutex<Option<String>>,
 }
 
 impl Ctx {
     /// Ready once every engine's caches finished their first list; else why not.
     pub fn readiness(&self) -> Result<(), String> {
-        if let Some(why) = self.blocked.get() {
+        if let Some(why) = self.blocked.lock().expect("not poisoned").as_ref() {
             return Err(why.clone());
         }
         match self.unsynced.load(Ordering::SeqCst) {

@@ -1,8 +1,13 @@
 //! Fault injection for the write-through tests: with `VNEST_SYNCER_WRITE_THROUGH_FAULTS=1`
 //! in the syncer's environment, a tenant object named `wt-fault-<step>.…` fails at that
-//! step (`host-write`, `host-lookup`, `host-delete`, `virtual-delete`,
-//! `virtual-delete-conflict`, `virtual-update`, `virtual-update-conflict`, `unidentified`),
-//! so each rollback failure can be provoked against real API servers. Off unless set.
+//! step, so each rollback failure can be provoked against real API servers. Off unless set.
+//!
+//! - `host-write`: the host takes the write but its answer is lost (`response_error`);
+//! - `host-delete`: the same, and deleting the host mirror in the rollback fails;
+//! - `host-lookup`: the rollback cannot read the host;
+//! - `virtual-delete`, `virtual-update`: the tenant-side rollback call fails;
+//! - `virtual-delete-conflict`, `virtual-update-conflict`: it conflicts every time;
+//! - `unidentified`: the written object is treated as unidentifiable.
 
 pub const ENV: &str = "VNEST_SYNCER_WRITE_THROUGH_FAULTS";
 

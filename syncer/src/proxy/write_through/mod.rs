@@ -11,10 +11,7 @@ pub mod target;
 use bytes::Bytes;
 use http::{Response, StatusCode, header};
 use http_body_util::BodyExt;
-use kube::{
-    ResourceExt,
-    api::{DynamicObject, Patch, PatchParams},
-};
+use kube::{ResourceExt, api::DynamicObject};
 
 use super::{
     Caller, Proxy,
@@ -133,36 +130,61 @@ pub async fn serve(
     answer(proxy, &write, rejection, &name, &namespace).await
 }
 
+/// Writes the host mirror of `written`: created, or replaced over the host's current object
+/// (keeping its status), with strict field validation so the extension API server judges
+/// every field the tenant set. Retried on a conflict with a concurrent host write.
 async fn write_to_host(
     proxy: &Proxy,
     write: &Write,
     written: &DynamicObject,
 ) -> Result<(), Rejection> {
     let (ctx, res) = (&proxy.ctx, &write.resource);
-    let desired = object::to_host(&ctx.target, &res.resource, res.namespaced, written)
+    let mut desired = object::to_host(&ctx.target, &res.resource, res.namespaced, written)
         .map_err(Rejection::TranslateError)?;
     let host_name = desired["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
         .to_string();
-    if proxy.faults.hits("host-write", &written.name_any()) {
-        return Err(Rejection::ResponseError(
-            "injected fault: host write".into(),
-        ));
+    let host_api = api(res, &ctx.host, Some(&ctx.target.host_namespace));
+    let lost_answer = ["host-write", "host-delete"]
+        .iter()
+        .any(|step| proxy.faults.hits(step, &written.name_any()));
+    let query = format!("fieldManager={FIELD_MANAGER}&fieldValidation=Strict");
+    let mut result = Ok(());
+    for _ in 0..rollback::ATTEMPTS {
+        let current = host_api.get_opt(&host_name).await.map_err(|e| {
+            Rejection::ResponseError(format!("reading the host object failed: {e}"))
+        })?;
+        let request = match &current {
+            None => http::Request::post(format!("{}?{query}", host_api.resource_url())),
+            Some(host) => {
+                desired["metadata"]["resourceVersion"] =
+                    host.metadata.resource_version.clone().into();
+                if let Some(status) = object::status(host) {
+                    desired["status"] = status.clone();
+                }
+                http::Request::put(format!("{}/{host_name}?{query}", host_api.resource_url()))
+            }
+        };
+        let request = request
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(serde_json::to_vec(&desired).unwrap_or_default())
+            .map_err(|e| Rejection::TranslateError(e.to_string()))?;
+        ctx.metrics
+            .host_writes
+            .with_label_values(&[&res.name()])
+            .inc();
+        result = ctx.host.request::<DynamicObject>(request).await.map(|_| ());
+        match &result {
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            _ => break,
+        }
     }
-    ctx.metrics
-        .host_writes
-        .with_label_values(&[&res.name()])
-        .inc();
-    let applied = api(res, &ctx.host, Some(&ctx.target.host_namespace))
-        .patch(
-            &host_name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&desired),
-        )
-        .await;
-    match applied {
-        Ok(_) => {
+    match result {
+        Ok(()) if lost_answer => Err(Rejection::ResponseError(
+            "injected fault: the host's answer was lost".into(),
+        )),
+        Ok(()) => {
             tracing::info!(resource = %res.name(), host = %host_name, "write-through: written to the host");
             Ok(())
         }
