@@ -183,7 +183,7 @@ async fn crd_backed_resources_copy_their_schema_and_sync_both_ways() {
         .create(
             &PostParams::default(),
             &object(json!({ "apiVersion": widgets.api_version, "kind": "Widget",
-                "metadata": { "name": "w" }, "spec": { "size": 3 } })),
+                "metadata": { "name": "w" }, "spec": { "size": 3, "extra": "x" } })),
         )
         .await
         .unwrap();
@@ -199,6 +199,8 @@ async fn crd_backed_resources_copy_their_schema_and_sync_both_ways() {
     let uid = virt_widgets.get("w").await.unwrap().metadata.uid.unwrap();
     assert_eq!(annotations["vcluster.loft.sh/object-uid"], uid);
     assert_eq!(mirror.data["spec"]["size"], 3);
+    // Fields the copied schema does not know are pruned, as on the host.
+    assert_eq!(mirror.data["spec"].get("extra"), None);
     virt_widgets
         .patch(
             "w",
@@ -689,6 +691,11 @@ async fn resolution_upgrade_and_disable_follow_the_seed() {
     )
     .await
     .expect("no write-through once disabled");
+    let unchecked = new.get("unchecked").await.unwrap();
+    assert_eq!(
+        unchecked.data["spec"]["bogus"], 1,
+        "a generated CRD keeps unknown fields"
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(
         absent(&host, s.host_name("unchecked")).await.is_ok(),
