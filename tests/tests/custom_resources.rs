@@ -319,6 +319,73 @@ async fn crd_backed_resources_copy_their_schema_and_sync_both_ways() {
         .unwrap();
     wait::until("copy deleted", TIMEOUT, || absent(&virt_gadgets, &gadget)).await;
 
+    // The host serves a new storage version v2 (the key names no version, so the host's
+    // preferred one is synced): after a restart the virtual CRD stores v2 and keeps serving v1.
+    let patch = json!([
+        { "op": "replace", "path": "/spec/versions/0/storage", "value": false },
+        { "op": "add", "path": "/spec/versions/-", "value": {
+            "name": "v2", "served": true, "storage": true, "subresources": { "status": {} },
+            "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } },
+        } },
+    ]);
+    bed()
+        .kubectl(&[
+            "patch",
+            "crd",
+            &widgets_key,
+            "--type=json",
+            "-p",
+            &patch.to_string(),
+        ])
+        .expect("add v2 to the host CRD");
+    drop(syncer);
+    let syncer = s.start_syncer();
+    ready(&syncer).await;
+    let out = bed()
+        .kubectl_with(
+            &bed().virtual_kubeconfig(),
+            &["get", "crd", &widgets_key, "-o", "json"],
+        )
+        .unwrap();
+    let crd: Value = serde_json::from_str(&out).unwrap();
+    let versions: Vec<(String, bool, bool)> = crd["spec"]["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap().to_string(),
+                v["served"] == true,
+                v["storage"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(
+        versions,
+        vec![
+            ("v1".to_string(), true, false),
+            ("v2".to_string(), true, true)
+        ]
+    );
+    let widgets_v2 = resource(&group, "v2", "Widget", "widgets");
+    let virt_v2: Api<DynamicObject> =
+        Api::namespaced_with(s.virt.clone(), &s.vns.name, &widgets_v2);
+    virt_v2
+        .create(
+            &PostParams::default(),
+            &object(
+                json!({ "apiVersion": widgets_v2.api_version, "kind": "Widget",
+                "metadata": { "name": "w2" }, "spec": { "anything": true } }),
+            ),
+        )
+        .await
+        .unwrap();
+    let host_v2: Api<DynamicObject> = Api::namespaced_with(s.host.clone(), &s.ns.name, &widgets_v2);
+    wait::until("host mirror of a v2 widget", TIMEOUT, || {
+        present(&host_v2, s.host_name("w2"))
+    })
+    .await;
+
     drop(syncer);
     s.teardown().await;
     for crd in [format!("widgets.{group}"), format!("gadgets.{group}")] {

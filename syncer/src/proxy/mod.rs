@@ -213,8 +213,16 @@ impl Proxy {
             .write_through
             .of(&parts.method, parts.uri.path(), parts.uri.query())
         {
-            Some(write) => write_through::serve(self, write, caller, outgoing).await,
-            None => self.send_virtual(caller, outgoing).await,
+            // Namespaces this syncer does not sync are not mirrored, so not written through.
+            Some(write)
+                if write
+                    .namespace
+                    .as_deref()
+                    .is_none_or(|ns| self.ctx.namespace_synced(ns)) =>
+            {
+                write_through::serve(self, write, caller, outgoing).await
+            }
+            _ => self.send_virtual(caller, outgoing).await,
         }
     }
 
