@@ -121,6 +121,51 @@ fn log_of(syncer: &SyncerProcess) -> String {
     std::fs::read_to_string(&syncer.log).unwrap_or_default()
 }
 
+/// Merges `spec` into object `name`'s spec.
+async fn merge_spec(api: &Api<DynamicObject>, name: &str, spec: Value) {
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": spec })),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("patch {name}: {e}"));
+}
+
+/// Waits until `spec.<field>` of object `name` is `want`.
+async fn until_spec(what: &str, api: &Api<DynamicObject>, name: &str, field: &str, want: Value) {
+    wait::until(what, TIMEOUT, || async {
+        let o = present(api, name).await?;
+        (o.data["spec"][field] == want)
+            .then_some(())
+            .ok_or(o.data.to_string())
+    })
+    .await;
+}
+
+/// (name, served, storage) of each version of CRD `name` in the virtual cluster.
+fn virtual_crd_versions(name: &str) -> Vec<(String, bool, bool)> {
+    let out = bed()
+        .kubectl_with(
+            &bed().virtual_kubeconfig(),
+            &["get", "crd", name, "-o", "json"],
+        )
+        .expect("virtual CRD");
+    let crd: Value = serde_json::from_str(&out).expect("CRD JSON");
+    crd["spec"]["versions"]
+        .as_array()
+        .expect("versions")
+        .iter()
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap_or_default().to_string(),
+                v["served"] == true,
+                v["storage"] == true,
+            )
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn crd_backed_resources_copy_their_schema_and_sync_both_ways() {
     let group = format!("t{}-{}.vnest-tests.dev", std::process::id(), free_port());
@@ -201,20 +246,15 @@ async fn crd_backed_resources_copy_their_schema_and_sync_both_ways() {
     assert_eq!(mirror.data["spec"]["size"], 3);
     // Fields the copied schema does not know are pruned, as on the host.
     assert_eq!(mirror.data["spec"].get("extra"), None);
-    virt_widgets
-        .patch(
-            "w",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "size": 5 } })),
-        )
-        .await
-        .unwrap();
-    wait::until("host mirror follows the update", TIMEOUT, || async {
-        let m = present(&host_widgets, s.host_name("w")).await?;
-        (m.data["spec"]["size"] == 5)
-            .then_some(())
-            .ok_or(m.data.to_string())
-    })
+    merge_spec(&virt_widgets, "w", json!({ "size": 5 })).await;
+    let host_w = s.host_name("w");
+    until_spec(
+        "host mirror follows the update",
+        &host_widgets,
+        &host_w,
+        "size",
+        json!(5),
+    )
     .await;
     host_widgets
         .patch_status(
@@ -248,14 +288,7 @@ async fn crd_backed_resources_copy_their_schema_and_sync_both_ways() {
         "true"
     );
     assert_eq!(copy.metadata.labels.as_ref().unwrap()["tier"], "shared");
-    virt_gadgets
-        .patch(
-            &gadget,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "color": "blue" } })),
-        )
-        .await
-        .unwrap();
+    merge_spec(&virt_gadgets, &gadget, json!({ "color": "blue" })).await;
 
     // A restarted syncer writes nothing back over the tenant's edit.
     syncer.kill();
@@ -268,40 +301,28 @@ async fn crd_backed_resources_copy_their_schema_and_sync_both_ways() {
     );
     assert!(present(&host_widgets, s.host_name("w")).await.is_ok());
 
-    host_gadgets
-        .patch(
-            &gadget,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "shape": "square" } })),
-        )
-        .await
-        .unwrap();
-    wait::until("host change of another field arrives", TIMEOUT, || async {
-        let c = present(&virt_gadgets, &gadget).await?;
-        (c.data["spec"]["shape"] == "square")
-            .then_some(c)
-            .ok_or("not yet".to_string())
-    })
+    merge_spec(&host_gadgets, &gadget, json!({ "shape": "square" })).await;
+    until_spec(
+        "host change of another field arrives",
+        &virt_gadgets,
+        &gadget,
+        "shape",
+        json!("square"),
+    )
     .await;
     assert_eq!(
         virt_gadgets.get(&gadget).await.unwrap().data["spec"]["color"],
         "blue",
         "the tenant's edit stays"
     );
-    host_gadgets
-        .patch(
-            &gadget,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "color": "green" } })),
-        )
-        .await
-        .unwrap();
-    wait::until("the host wins the field it changed", TIMEOUT, || async {
-        let c = present(&virt_gadgets, &gadget).await?;
-        (c.data["spec"]["color"] == "green")
-            .then_some(())
-            .ok_or(c.data.to_string())
-    })
+    merge_spec(&host_gadgets, &gadget, json!({ "color": "green" })).await;
+    until_spec(
+        "the host wins the field it changed",
+        &virt_gadgets,
+        &gadget,
+        "color",
+        json!("green"),
+    )
     .await;
 
     // Deletes: the tenant's widget takes its mirror; the host's gadget takes the copy.
@@ -341,25 +362,7 @@ async fn crd_backed_resources_copy_their_schema_and_sync_both_ways() {
     drop(syncer);
     let syncer = s.start_syncer();
     ready(&syncer).await;
-    let out = bed()
-        .kubectl_with(
-            &bed().virtual_kubeconfig(),
-            &["get", "crd", &widgets_key, "-o", "json"],
-        )
-        .unwrap();
-    let crd: Value = serde_json::from_str(&out).unwrap();
-    let versions: Vec<(String, bool, bool)> = crd["spec"]["versions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| {
-            (
-                v["name"].as_str().unwrap().to_string(),
-                v["served"] == true,
-                v["storage"] == true,
-            )
-        })
-        .collect();
+    let versions = virtual_crd_versions(&widgets_key);
     assert_eq!(
         versions,
         vec![
@@ -657,27 +660,7 @@ async fn resolution_upgrade_and_disable_follow_the_seed() {
     let mut s = setup("cr-life", spec).await;
     let mut syncer = s.start_syncer();
     ready(&syncer).await;
-    let versions = || -> Vec<(String, bool, bool)> {
-        let out = bed()
-            .kubectl_with(
-                &bed().virtual_kubeconfig(),
-                &["get", "crd", FLUNDERS, "-o", "json"],
-            )
-            .unwrap();
-        let crd: Value = serde_json::from_str(&out).unwrap();
-        crd["spec"]["versions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| {
-                (
-                    v["name"].as_str().unwrap().to_string(),
-                    v["served"] == true,
-                    v["storage"] == true,
-                )
-            })
-            .collect()
-    };
+    let versions = || virtual_crd_versions(FLUNDERS);
     assert!(
         versions().contains(&("v1alpha1".into(), true, true)),
         "{:?}",

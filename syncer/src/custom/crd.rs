@@ -226,6 +226,15 @@ spec:
         .unwrap()
     }
 
+    /// (name, served, storage) of each version.
+    fn served_stored(crd: &CustomResourceDefinition) -> Vec<(&str, bool, bool)> {
+        crd.spec
+            .versions
+            .iter()
+            .map(|v| (v.name.as_str(), v.served, v.storage))
+            .collect()
+    }
+
     fn names() -> Names {
         Names {
             group: "wardle.example.com".into(),
@@ -330,12 +339,7 @@ spec:
             generated(&names(), "v1beta1.wardle.example.com"),
         )
         .unwrap();
-        let v: Vec<(&str, bool, bool)> = rolled
-            .spec
-            .versions
-            .iter()
-            .map(|v| (v.name.as_str(), v.served, v.storage))
-            .collect();
+        let v = served_stored(&rolled);
         assert_eq!(v, vec![("v1alpha1", false, false), ("v1beta1", true, true)]);
     }
 
@@ -348,12 +352,7 @@ spec:
         unserved.storage = false;
         existing.spec.versions.push(unserved);
         let rolled = roll_forward(Some(&existing), copied(&host_crd(), "v2").unwrap()).unwrap();
-        let v: Vec<(&str, bool, bool)> = rolled
-            .spec
-            .versions
-            .iter()
-            .map(|v| (v.name.as_str(), v.served, v.storage))
-            .collect();
+        let v = served_stored(&rolled);
         assert_eq!(
             v,
             vec![
