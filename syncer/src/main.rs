@@ -176,6 +176,7 @@ async fn main() -> anyhow::Result<()> {
         metrics: Metrics::new(),
         unsynced: AtomicUsize::new(usize::MAX),
         blocked: Mutex::new(Some("resolving custom resources".into())),
+        writing_through: Mutex::default(),
     });
     tokio::spawn({
         let ctx = ctx.clone();

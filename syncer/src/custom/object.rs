@@ -31,8 +31,12 @@ pub fn content(obj: &DynamicObject) -> Value {
     }
 }
 
+/// The object's status; an empty one (as extension API servers return for objects no
+/// controller touched) counts as none, so it is never copied.
 pub fn status(obj: &DynamicObject) -> Option<&Value> {
-    obj.data.get("status")
+    obj.data
+        .get("status")
+        .filter(|s| !s.is_null() && s.as_object().is_none_or(|o| !o.is_empty()))
 }
 
 /// The host name of a tenant's object.

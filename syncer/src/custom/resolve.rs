@@ -20,7 +20,10 @@ use super::{
     crd::{self, Names},
     key::{Direction, ResourceKey},
 };
-use crate::{diff::covers, engine::FIELD_MANAGER};
+use crate::{
+    diff::covers,
+    engine::{FIELD_MANAGER, Queue},
+};
 
 /// How the host serves a resource.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,7 +43,7 @@ pub enum Backing {
 pub struct Final(pub String);
 
 /// A configured custom resource, resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Resolved {
     pub key: ResourceKey,
     pub direction: Direction,
@@ -50,6 +53,8 @@ pub struct Resolved {
     /// Whether the virtual CRD serves `/status` (status is then copied through it).
     pub virtual_status: bool,
     pub backing: Backing,
+    /// The work queue of its sync; the proxy hands back objects it wrote through.
+    pub queue: Queue,
 }
 
 impl Resolved {
@@ -173,6 +178,7 @@ pub async fn resolve(
         namespaced: names.namespaced,
         virtual_status,
         backing,
+        queue: Queue::default(),
     })
 }
 

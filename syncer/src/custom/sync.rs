@@ -89,7 +89,7 @@ pub async fn run(ctx: Arc<Ctx>, res: Arc<Resolved>) {
         res: res.clone(),
         virt,
         host,
-        queue: Queue::default(),
+        queue: res.queue.clone(),
     });
     let events = stream::select(virt_events, host_events).for_each({
         let runner = runner.clone();
@@ -175,6 +175,17 @@ impl Runner {
 
     async fn mirror_to_host(&self, (namespace, name): &Key) -> anyhow::Result<()> {
         let res = &self.res;
+        let writing = (res.name(), namespace.clone(), name.clone());
+        if self
+            .ctx
+            .writing_through
+            .lock()
+            .expect("not poisoned")
+            .contains(&writing)
+        {
+            // The proxy writes it through; its host write brings the key back here.
+            return Ok(());
+        }
         let host_name = object::host_name(&self.ctx.target, res.namespaced, name, namespace);
         let host_ns = &self.ctx.target.host_namespace;
         let virt = self.virt.get(&object_ref(res, name, namespace));

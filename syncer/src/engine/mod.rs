@@ -101,6 +101,9 @@ pub struct Ctx {
     pub unsynced: AtomicUsize,
     /// Why the syncer does not sync (yet): custom resources not resolved.
     pub blocked: Mutex<Option<String>>,
+    /// Tenant writes the proxy is writing through right now, as (resource, namespace,
+    /// name): the to-host sync leaves those objects to it rather than race it to the host.
+    pub writing_through: Mutex<HashSet<(String, String, String)>>,
 }
 
 impl Ctx {

@@ -79,6 +79,11 @@ impl Outgoing {
         })
     }
 
+    /// The request body, as read.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+
     /// Points the request at another path, keeping the query.
     pub fn set_path(&mut self, path: &str) {
         let uri = match self.parts.uri.query() {

@@ -8,6 +8,8 @@ pub mod faults;
 pub mod rollback;
 pub mod target;
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http::{Response, StatusCode, header};
 use http_body_util::BodyExt;
@@ -19,7 +21,7 @@ use super::{
     host_pod::rename_in_error,
 };
 use crate::{
-    custom::{object, sync::api},
+    custom::{Resolved, object, sync::api},
     engine::FIELD_MANAGER,
 };
 use rollback::{Before, Rollback};
@@ -78,6 +80,7 @@ pub async fn serve(
             }
         },
     };
+    let _writing = WritingThrough::register(proxy, &write, &outgoing);
     let response = proxy.send_virtual(caller, outgoing).await;
     if !response.status().is_success() {
         return response;
@@ -133,6 +136,60 @@ pub async fn serve(
 /// Writes the host mirror of `written`: created, or replaced over the host's current object
 /// (keeping its status), with strict field validation so the extension API server judges
 /// every field the tenant set. Retried on a conflict with a concurrent host write.
+/// Marks the object a write names as being written through ([`crate::engine::Ctx`]'s
+/// `writing_through`) until dropped, then hands it back to the to-host sync, which retries
+/// whatever the write left. A create names it in its body; one that only gives
+/// `generateName` is not marked (the to-host sync may then write it too, harmlessly).
+struct WritingThrough<'a> {
+    proxy: &'a Proxy,
+    resource: Arc<Resolved>,
+    key: Option<(String, String, String)>,
+}
+
+impl<'a> WritingThrough<'a> {
+    fn register(proxy: &'a Proxy, write: &Write, outgoing: &Outgoing) -> Self {
+        let name = write.name.clone().or_else(|| {
+            let body: serde_json::Value = serde_json::from_slice(outgoing.body()).ok()?;
+            body["metadata"]["name"].as_str().map(str::to_string)
+        });
+        let key = name.map(|name| {
+            (
+                write.resource.name(),
+                write.namespace.clone().unwrap_or_default(),
+                name,
+            )
+        });
+        if let Some(key) = &key {
+            proxy
+                .ctx
+                .writing_through
+                .lock()
+                .expect("not poisoned")
+                .insert(key.clone());
+        }
+        WritingThrough {
+            proxy,
+            resource: write.resource.clone(),
+            key,
+        }
+    }
+}
+
+impl Drop for WritingThrough<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.proxy
+                .ctx
+                .writing_through
+                .lock()
+                .expect("not poisoned")
+                .remove(&key);
+            let (_, namespace, name) = key;
+            self.resource.queue.push((namespace, name));
+        }
+    }
+}
+
 async fn write_to_host(
     proxy: &Proxy,
     write: &Write,

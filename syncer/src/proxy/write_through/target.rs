@@ -16,7 +16,7 @@ pub enum Verb {
 }
 
 /// A request to write through.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Write {
     pub resource: Arc<Resolved>,
     pub verb: Verb,
@@ -105,6 +105,7 @@ mod tests {
             namespaced,
             virtual_status: true,
             backing,
+            queue: Default::default(),
         })
     }
 
