@@ -210,6 +210,12 @@ impl Runner {
         };
         let desired = object::to_host(&self.ctx.target, &res.resource, res.namespaced, &virt)
             .map_err(anyhow::Error::msg)?;
+        // The cache may trail a mirror just written (by the proxy's write-through): a read
+        // is cheaper than a write.
+        let host = match host {
+            Some(h) => Some(h),
+            None => host_api.get_opt(&host_name).await?.map(Arc::new),
+        };
         if !host
             .as_ref()
             .is_some_and(|h| object::mirror_current(h, &desired))
