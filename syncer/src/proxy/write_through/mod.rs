@@ -80,7 +80,7 @@ pub async fn serve(
             }
         },
     };
-    let _writing = WritingThrough::register(proxy, &write, &outgoing);
+    let mut writing = WritingThrough::register(proxy, &write, &outgoing);
     let response = proxy.send_virtual(caller, outgoing).await;
     if !response.status().is_success() {
         return response;
@@ -123,13 +123,11 @@ pub async fn serve(
         reason = rejection.reason(), error = %rejection.error(),
         "write-through: rejecting write, rolling back"
     );
-    Rollback {
-        ctx,
-        res,
-        faults: &proxy.faults,
-    }
-    .run(before, written.as_ref())
-    .await;
+    let rollback = Rollback::new(ctx, res, &proxy.faults);
+    rollback.run(before, written.as_ref()).await;
+    // A tenant write fully undone brings its own delete event; one left behind is the
+    // to-host sync's to retry.
+    writing.hand_back = rollback.failed_any();
     answer(proxy, &write, rejection, &name, &namespace).await
 }
 
@@ -144,6 +142,8 @@ struct WritingThrough<'a> {
     proxy: &'a Proxy,
     resource: Arc<Resolved>,
     key: Option<(String, String, String)>,
+    /// Whether to queue the object for the to-host sync when done.
+    hand_back: bool,
 }
 
 impl<'a> WritingThrough<'a> {
@@ -171,6 +171,7 @@ impl<'a> WritingThrough<'a> {
             proxy,
             resource: write.resource.clone(),
             key,
+            hand_back: true,
         }
     }
 }
@@ -184,8 +185,10 @@ impl Drop for WritingThrough<'_> {
                 .lock()
                 .expect("not poisoned")
                 .remove(&key);
-            let (_, namespace, name) = key;
-            self.resource.queue.push((namespace, name));
+            if self.hand_back {
+                let (_, namespace, name) = key;
+                self.resource.queue.push((namespace, name));
+            }
         }
     }
 }

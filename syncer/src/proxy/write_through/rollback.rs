@@ -5,6 +5,8 @@
 //! troubleshooting guide matches on and counted in
 //! `vcluster_writethrough_rollback_failures_total{resource,reason}`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, DynamicObject, PostParams, Preconditions},
@@ -34,13 +36,30 @@ fn is_conflict(e: &kube::Error) -> bool {
 }
 
 pub struct Rollback<'a> {
-    pub ctx: &'a Ctx,
-    pub res: &'a Resolved,
-    pub faults: &'a Faults,
+    ctx: &'a Ctx,
+    res: &'a Resolved,
+    faults: &'a Faults,
+    /// Whether any step failed (what the write left may still need the to-host sync).
+    failed_any: AtomicBool,
 }
 
-impl Rollback<'_> {
+impl<'a> Rollback<'a> {
+    pub fn new(ctx: &'a Ctx, res: &'a Resolved, faults: &'a Faults) -> Self {
+        Rollback {
+            ctx,
+            res,
+            faults,
+            failed_any: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the rollback failed or gave up anywhere.
+    pub fn failed_any(&self) -> bool {
+        self.failed_any.load(Ordering::Relaxed)
+    }
+
     fn failed(&self, reason: &str) {
+        self.failed_any.store(true, Ordering::Relaxed);
         self.ctx
             .metrics
             .rollback_failures
