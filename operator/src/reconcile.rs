@@ -508,7 +508,7 @@ async fn apply_all(original: &VirtualCluster, ctx: &Context) -> Result<Action, E
 
     let template_failed = template_error.is_some();
     let spec_error = template_error.or_else(|| {
-        validate::validate(spec).err().map(|errors| {
+        validate::validate(spec, &namespace).err().map(|errors| {
             errors
                 .iter()
                 .map(ToString::to_string)

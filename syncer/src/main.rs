@@ -152,7 +152,10 @@ async fn main() -> anyhow::Result<()> {
     let proxy = proxy::serve(args.proxy_address, &args.certs_dir, ctx.clone(), upstreams);
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
-        () = controllers::run(ctx) => anyhow::bail!("a sync engine stopped"),
+        result = controllers::run(ctx) => {
+            result?;
+            anyhow::bail!("a sync engine stopped")
+        }
         result = proxy => result.context("the API proxy stopped")?,
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; stopping"),
         _ = terminate.recv() => tracing::info!("terminated; stopping"),

@@ -13,6 +13,7 @@ pub mod pods;
 pub mod pvcs;
 pub mod pvs;
 pub mod real_nodes;
+pub mod replicated_services;
 pub mod secrets;
 pub mod selector_endpoints;
 pub mod service_accounts;

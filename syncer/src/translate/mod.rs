@@ -13,6 +13,7 @@ pub mod pod;
 pub mod pod_security;
 pub mod pv;
 pub mod pvc;
+pub mod replicated_service;
 pub mod secret;
 pub mod service;
 pub mod service_account;
