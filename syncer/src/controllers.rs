@@ -31,6 +31,7 @@ use crate::{
         nodes,
         pdbs::Pdbs,
         pods::Pods,
+        priority_classes,
         pvcs::{self, Pvcs},
         pvs::Pvs,
         real_nodes, replicated_services,
@@ -280,6 +281,9 @@ pub async fn run(ctx: Arc<Ctx>) -> anyhow::Result<()> {
             Queue::default(),
             vec![],
         )));
+    }
+    if to_host.priorityclasses.enabled {
+        tasks.push(Box::pin(priority_classes::run(ctx.clone())));
     }
     engines.extend(from_host_copies(&ctx));
     ctx.unsynced.store(engines.len(), Ordering::SeqCst);

@@ -4,13 +4,19 @@
 //! refused with the entry named; replicated Services follow their source both ways and go
 //! when their entry goes.
 
-use k8s_openapi::api::core::v1::{Event, Pod, Secret, Service};
+use k8s_openapi::api::{
+    core::v1::{Event, Pod, Secret, Service},
+    scheduling::v1::PriorityClass,
+};
 use kube::{
     Api,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
-use vnest_crds::meta::{LABEL_FROM_HOST, LABEL_SYNCER_MANAGED_BY, SYNCER_CONFIG_KEY};
+use vnest_crds::{
+    meta::{LABEL_FROM_HOST, LABEL_SYNCER_MANAGED_BY, SYNCER_CONFIG_KEY},
+    translate::host_cluster_name,
+};
 use vnest_tests::tenant::{TIMEOUT, Tenant, VC, absent, present, setup};
 use vnest_tests::{TestNamespace, fixtures::patch_spec, syncer::SyncerWiring, wait};
 
@@ -316,5 +322,66 @@ async fn replicated_services_follow_their_sources_both_ways() {
     present(&virt_services, "api").await.unwrap();
     present(&host_services, s.host_name("api")).await.unwrap();
     source_ns.delete(&s.host).await;
+    s.teardown().await;
+}
+
+/// `toHost.priorityclasses`: a tenant class appears on the host under the cluster-scoped
+/// host name (never as the global default), a pod using it runs on the host naming the copy,
+/// and a class deleted while the syncer is down loses its copy at the restart.
+#[tokio::test]
+async fn tenant_priority_classes_reach_the_host_and_pods_use_them() {
+    let s = setup(
+        "res-prio",
+        json!({ "sync": { "toHost": { "priorityclasses": { "enabled": true } } } }),
+    )
+    .await;
+    let syncer = s.start_syncer();
+    // The bed's virtual API server is shared: a class name of this test's own.
+    let class = format!("{}-high", s.vns.name);
+    let virt_classes: Api<PriorityClass> = Api::all(s.virt.clone());
+    virt_classes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": { "name": class }, "value": 1000, "globalDefault": true,
+                "description": "tenant batch",
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let host_classes: Api<PriorityClass> = Api::all(s.host.clone());
+    let host_class = host_cluster_name(&class, &s.ns.name, VC);
+    let copy = wait::until("host priority class", TIMEOUT, || async {
+        present(&host_classes, &host_class).await
+    })
+    .await;
+    assert_eq!(copy.value, Some(1000));
+    assert_eq!(copy.global_default, Some(false));
+    assert_eq!(copy.description.as_deref(), Some("tenant batch"));
+
+    s.create::<Pod>(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "batch" },
+        "spec": { "priorityClassName": class, "containers": [{ "name": "app", "image": "nginx" }] },
+    }))
+    .await;
+    let host_pod = s.running_host_pod("batch").await;
+    let spec = host_pod.spec.unwrap();
+    assert_eq!(
+        spec.priority_class_name.as_deref(),
+        Some(host_class.as_str())
+    );
+    assert_eq!(spec.priority, Some(1000));
+
+    drop(syncer);
+    virt_classes
+        .delete(&class, &DeleteParams::default())
+        .await
+        .unwrap();
+    let _syncer = s.start_syncer();
+    wait::until("host copy of the deleted class gone", TIMEOUT, || async {
+        absent(&host_classes, &host_class).await
+    })
+    .await;
     s.teardown().await;
 }

@@ -10,6 +10,7 @@ pub mod network_policies;
 pub mod nodes;
 pub mod pdbs;
 pub mod pods;
+pub mod priority_classes;
 pub mod pvcs;
 pub mod pvs;
 pub mod real_nodes;

@@ -11,6 +11,7 @@ pub mod node;
 pub mod pdb;
 pub mod pod;
 pub mod pod_security;
+pub mod priority_class;
 pub mod pv;
 pub mod pvc;
 pub mod replicated_service;

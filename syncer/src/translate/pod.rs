@@ -49,6 +49,8 @@ pub struct PodEnv {
     pub sync_service_accounts: bool,
     /// Where the pod's minted virtual token is; without one, projected tokens are dropped.
     pub token: Option<TokenDelivery>,
+    /// `sync.toHost.priorityclasses`: pods name the host copies of their classes.
+    pub sync_priority_classes: bool,
 }
 
 /// ConfigMaps and Secrets (virtual names, in the pod's namespace) a pod uses.
@@ -320,6 +322,9 @@ pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
         .service_account_name
         .take()
         .or(spec.service_account.take());
+    if env.sync_priority_classes {
+        super::priority_class::translate_pod_priority(&mut spec, target);
+    }
     spec.service_account = None;
     spec.service_account_name = match (env.sync_service_accounts, sa) {
         (true, Some(sa)) => Some(target.host_name(&sa, namespace)),
@@ -439,6 +444,7 @@ spec:
             dns_ip: Some("10.96.0.53".into()),
             sync_service_accounts: false,
             token: None,
+            sync_priority_classes: false,
         }
     }
 

@@ -167,6 +167,7 @@ impl Syncer for Pods {
             dns_ip: self.dns_ip(ctx),
             sync_service_accounts: ctx.config.sync.to_host.serviceaccounts.enabled,
             token,
+            sync_priority_classes: ctx.config.sync.to_host.priorityclasses.enabled,
         };
         let pod = host_pod(virt, &ctx.target, &env);
         Ok(match patch_host_pod(pod, &self.patches) {
