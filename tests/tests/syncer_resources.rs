@@ -2,11 +2,15 @@
 //! syncer as a real process on the operator's ServiceAccount (so the operator's Role and
 //! ClusterRole are all it has): a pod arrives on the host patched as configured, or is
 //! refused with the entry named; replicated Services follow their source both ways and go
-//! when their entry goes.
+//! when their entry goes; tenant PriorityClasses reach the host; Ingresses and PDBs round
+//! trip with their status; fromHost classes are shown read-only.
 
 use k8s_openapi::api::{
     core::v1::{Event, Pod, Secret, Service},
+    networking::v1::{Ingress, IngressClass},
+    policy::v1::PodDisruptionBudget,
     scheduling::v1::PriorityClass,
+    storage::v1::StorageClass,
 };
 use kube::{
     Api,
@@ -381,6 +385,256 @@ async fn tenant_priority_classes_reach_the_host_and_pods_use_them() {
     let _syncer = s.start_syncer();
     wait::until("host copy of the deleted class gone", TIMEOUT, || async {
         absent(&host_classes, &host_class).await
+    })
+    .await;
+    s.teardown().await;
+}
+
+/// Ingress round trip: the host copy routes to the host copies of the Service and TLS
+/// Secret and keeps its class, follows an update, shows the controller's load-balancer
+/// address to the tenant, and is removed at restart when the tenant deleted it meanwhile.
+#[tokio::test]
+async fn ingresses_round_trip_with_their_tls_secret_and_status() {
+    let s = setup(
+        "res-ing",
+        json!({ "sync": { "toHost": { "ingresses": { "enabled": true } } } }),
+    )
+    .await;
+    let syncer = s.start_syncer();
+    s.create::<Secret>(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "tls" },
+        "stringData": { "tls.crt": "cert", "tls.key": "key" },
+    }))
+    .await;
+    s.create::<Ingress>(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": { "name": "web" },
+        "spec": {
+            "ingressClassName": "alb",
+            "tls": [{ "hosts": ["app.example.com"], "secretName": "tls" }],
+            "rules": [{ "host": "app.example.com", "http": { "paths": [{
+                "path": "/", "pathType": "Prefix",
+                "backend": { "service": { "name": "web", "port": { "number": 80 } } },
+            }] } }],
+        },
+    }))
+    .await;
+    let host_ingresses: Api<Ingress> = s.host_api();
+    let host = wait::until("host ingress", TIMEOUT, || async {
+        present(&host_ingresses, s.host_name("web")).await
+    })
+    .await;
+    let spec = host.spec.unwrap();
+    assert_eq!(spec.ingress_class_name.as_deref(), Some("alb"));
+    let rule = &spec.rules.unwrap()[0];
+    let backend = &rule.http.as_ref().unwrap().paths[0].backend;
+    assert_eq!(backend.service.as_ref().unwrap().name, s.host_name("web"));
+    let tls_name = s.host_name("tls");
+    assert_eq!(
+        spec.tls.unwrap()[0].secret_name.as_deref(),
+        Some(tls_name.as_str())
+    );
+    let host_secrets: Api<Secret> = s.host_api();
+    wait::until("host TLS secret", TIMEOUT, || async {
+        present(&host_secrets, &tls_name).await
+    })
+    .await;
+
+    // An update follows.
+    let virt_ingresses: Api<Ingress> = s.virt_api();
+    let rules = json!({ "spec": { "rules": [{ "host": "shop.example.com", "http": { "paths": [{
+        "path": "/", "pathType": "Prefix",
+        "backend": { "service": { "name": "web", "port": { "number": 80 } } },
+    }] } }] } });
+    virt_ingresses
+        .patch("web", &PatchParams::default(), &Patch::Merge(rules))
+        .await
+        .unwrap();
+    wait::until("host ingress updated", TIMEOUT, || async {
+        let i = present(&host_ingresses, s.host_name("web")).await?;
+        let host = i.spec.and_then(|s| s.rules).and_then(|r| r[0].host.clone());
+        (host.as_deref() == Some("shop.example.com"))
+            .then_some(())
+            .ok_or(format!("{host:?}"))
+    })
+    .await;
+
+    // The host controller's address comes back to the tenant.
+    let status = json!({ "status": { "loadBalancer": { "ingress": [{ "ip": "203.0.113.7" }] } } });
+    host_ingresses
+        .patch_status(
+            &s.host_name("web"),
+            &PatchParams::default(),
+            &Patch::Merge(status),
+        )
+        .await
+        .unwrap();
+    wait::until("load-balancer status back", TIMEOUT, || async {
+        let v = present(&virt_ingresses, "web").await?;
+        let ip = v
+            .status
+            .and_then(|s| s.load_balancer)
+            .and_then(|lb| lb.ingress)
+            .and_then(|i| i[0].ip.clone());
+        (ip.as_deref() == Some("203.0.113.7"))
+            .then_some(())
+            .ok_or(format!("{ip:?}"))
+    })
+    .await;
+
+    // Deleted while the syncer is down: gone from the host, with its Secret, after restart.
+    drop(syncer);
+    virt_ingresses
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    let _syncer = s.start_syncer();
+    wait::until("host ingress and its secret gone", TIMEOUT, || async {
+        absent(&host_ingresses, s.host_name("web")).await?;
+        absent(&host_secrets, &tls_name).await
+    })
+    .await;
+    s.teardown().await;
+}
+
+/// A PodDisruptionBudget guards exactly the tenant's host pods: its translated selector
+/// counts the one synced pod, which the host's disruption controller reports back.
+#[tokio::test]
+async fn pod_disruption_budgets_count_the_tenants_host_pods() {
+    let s = setup(
+        "res-pdb",
+        json!({ "sync": { "toHost": { "poddisruptionbudgets": { "enabled": true } } } }),
+    )
+    .await;
+    let _syncer = s.start_syncer();
+    s.create::<PodDisruptionBudget>(json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": { "name": "web" },
+        "spec": { "minAvailable": 1, "selector": { "matchLabels": { "app": "web" } } },
+    }))
+    .await;
+    s.create::<Pod>(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "web", "labels": { "app": "web" } },
+        "spec": { "containers": [{ "name": "app", "image": "nginx" }] },
+    }))
+    .await;
+    let host_pdbs: Api<PodDisruptionBudget> = s.host_api();
+    let host = wait::until("host PDB", TIMEOUT, || async {
+        present(&host_pdbs, s.host_name("web")).await
+    })
+    .await;
+    let labels = host.spec.unwrap().selector.unwrap().match_labels.unwrap();
+    assert_eq!(labels["app"], "web");
+    assert_eq!(labels[LABEL_SYNCER_MANAGED_BY], VC);
+    s.running_host_pod("web").await;
+    let virt_pdbs: Api<PodDisruptionBudget> = s.virt_api();
+    wait::until("virtual PDB counts the one host pod", TIMEOUT, || async {
+        let p = present(&virt_pdbs, "web").await?;
+        let expected = p.status.and_then(|st| st.expected_pods);
+        (expected == Some(1))
+            .then_some(())
+            .ok_or(format!("{expected:?}"))
+    })
+    .await;
+    virt_pdbs
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait::until("host PDB gone", TIMEOUT, || async {
+        absent(&host_pdbs, s.host_name("web")).await
+    })
+    .await;
+    s.teardown().await;
+}
+
+/// fromHost classes are the host's: a host StorageClass and IngressClass appear in the
+/// virtual cluster, a tenant's edit of a copy is undone, a host change arrives, and the copy
+/// goes with the host object.
+#[tokio::test]
+async fn from_host_classes_are_shown_read_only() {
+    let s = setup(
+        "res-cls",
+        json!({ "sync": { "fromHost": { "ingressClasses": { "enabled": true } } } }),
+    )
+    .await;
+    let _syncer = s.start_syncer();
+    // Cluster-scoped and the virtual API server is shared: names of this test's own.
+    let (storage, ingress) = (format!("{}-fast", s.ns.name), format!("{}-alb", s.ns.name));
+    let host_storage: Api<StorageClass> = Api::all(s.host.clone());
+    host_storage
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": { "name": storage, "labels": { "tier": "fast" } },
+                "provisioner": "ebs.csi.aws.com", "parameters": { "type": "gp3" },
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let host_ingress: Api<IngressClass> = Api::all(s.host.clone());
+    host_ingress
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": { "name": ingress }, "spec": { "controller": "ingress.k8s.aws/alb" },
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let virt_storage: Api<StorageClass> = Api::all(s.virt.clone());
+    let copy = wait::until("virtual StorageClass", TIMEOUT, || async {
+        present(&virt_storage, &storage).await
+    })
+    .await;
+    assert_eq!(copy.provisioner, "ebs.csi.aws.com");
+    assert_eq!(copy.metadata.labels.unwrap()[LABEL_FROM_HOST], "true");
+    let virt_ingress: Api<IngressClass> = Api::all(s.virt.clone());
+    let copy = wait::until("virtual IngressClass", TIMEOUT, || async {
+        present(&virt_ingress, &ingress).await
+    })
+    .await;
+    assert_eq!(
+        copy.spec.unwrap().controller.as_deref(),
+        Some("ingress.k8s.aws/alb")
+    );
+
+    let tier = |value: &str| Patch::Merge(json!({ "metadata": { "labels": { "tier": value } } }));
+    let tier_is = |want: &'static str| {
+        let virt_storage = virt_storage.clone();
+        let storage = storage.clone();
+        move || {
+            let (virt_storage, storage) = (virt_storage.clone(), storage.clone());
+            async move {
+                let c = present(&virt_storage, &storage).await?;
+                let got = c.metadata.labels.unwrap_or_default().remove("tier");
+                (got.as_deref() == Some(want))
+                    .then_some(())
+                    .ok_or(format!("{got:?}"))
+            }
+        }
+    };
+    virt_storage
+        .patch(&storage, &PatchParams::default(), &tier("forged"))
+        .await
+        .unwrap();
+    wait::until("tenant edit undone", TIMEOUT, tier_is("fast")).await;
+    host_storage
+        .patch(&storage, &PatchParams::default(), &tier("gold"))
+        .await
+        .unwrap();
+    wait::until("host change arrives", TIMEOUT, tier_is("gold")).await;
+
+    host_storage
+        .delete(&storage, &DeleteParams::default())
+        .await
+        .unwrap();
+    host_ingress
+        .delete(&ingress, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait::until("copies gone with the host classes", TIMEOUT, || async {
+        absent(&virt_storage, &storage).await?;
+        absent(&virt_ingress, &ingress).await
     })
     .await;
     s.teardown().await;
