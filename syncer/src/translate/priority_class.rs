@@ -74,7 +74,9 @@ pub fn host_priority_class(virt: &PriorityClass, target: &Target) -> Option<Prio
         },
         value: virt.value,
         // A tenant's default applies inside its virtual cluster, never to the whole host.
-        global_default: Some(false),
+        // Unset rather than false: the API server omits false, and an unset field reads
+        // back equal, so an unchanged copy is never written again.
+        global_default: None,
         preemption_policy: virt.preemption_policy.clone(),
         description: virt.description.clone(),
     })
@@ -114,7 +116,7 @@ mod tests {
         );
         assert!(host.metadata.namespace.is_none());
         assert_eq!(host.value, Some(1000));
-        assert_eq!(host.global_default, Some(false));
+        assert_eq!(host.global_default, None, "never the host's default");
         assert_eq!(host.preemption_policy.as_deref(), Some("Never"));
         let labels = host.metadata.labels.unwrap();
         assert_eq!(labels["team"], "a");
