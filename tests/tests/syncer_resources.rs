@@ -18,6 +18,7 @@ use kube::{
 };
 use serde_json::json;
 use vnest_crds::{
+    VirtualCluster,
     meta::{LABEL_FROM_HOST, LABEL_SYNCER_MANAGED_BY, SYNCER_CONFIG_KEY},
     translate::host_cluster_name,
 };
@@ -331,7 +332,8 @@ async fn replicated_services_follow_their_sources_both_ways() {
 
 /// `toHost.priorityclasses`: a tenant class appears on the host under the cluster-scoped
 /// host name (never as the global default), a pod using it runs on the host naming the copy,
-/// and a class deleted while the syncer is down loses its copy at the restart.
+/// a class deleted while the syncer is down loses its copy at the restart, and deleting the
+/// VirtualCluster deletes the copies left.
 #[tokio::test]
 async fn tenant_priority_classes_reach_the_host_and_pods_use_them() {
     let s = setup(
@@ -383,11 +385,40 @@ async fn tenant_priority_classes_reach_the_host_and_pods_use_them() {
         .delete(&class, &DeleteParams::default())
         .await
         .unwrap();
-    let _syncer = s.start_syncer();
+    let restarted = s.start_syncer();
     wait::until("host copy of the deleted class gone", TIMEOUT, || async {
         absent(&host_classes, &host_class).await
     })
     .await;
+
+    // Deleting the VirtualCluster removes its cluster-scoped copies too (the finalizer).
+    virt_classes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({ "metadata": { "name": class }, "value": 1000 }))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    wait::until("host copy again", TIMEOUT, || async {
+        present(&host_classes, &host_class).await
+    })
+    .await;
+    drop(restarted);
+    Api::<VirtualCluster>::namespaced(s.host.clone(), &s.ns.name)
+        .delete(VC, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait::until(
+        "host copy gone with its VirtualCluster",
+        TIMEOUT,
+        || async { absent(&host_classes, &host_class).await },
+    )
+    .await;
+    virt_classes
+        .delete(&class, &DeleteParams::default())
+        .await
+        .unwrap();
     s.teardown().await;
 }
 
