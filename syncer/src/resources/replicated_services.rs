@@ -33,6 +33,8 @@ use crate::{
 const KIND: &str = "ReplicatedService";
 /// Every entry is reconciled again this often, whatever the watches say.
 const RESYNC: std::time::Duration = std::time::Duration::from_secs(300);
+/// Wait between attempts of the start-up clean-up.
+const CLEAN_UP_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Direction {
@@ -93,12 +95,19 @@ pub async fn run(ctx: Arc<Ctx>) {
         tracing::info!(from = ?e.from, to = ?e.to, "replicated service outside the synced virtual namespaces; skipped");
     }
     let replicator = Arc::new(Replicator { ctx, entries });
-    if let Err(e) = replicator.clean_up().await {
-        tracing::warn!(
-            error = format!("{e:#}"),
-            "failed to delete replicas whose entry went"
-        );
-    }
+    // Retried until it works: the operator's RBAC may trail the syncer's start.
+    let clean_up = tokio::spawn({
+        let replicator = replicator.clone();
+        async move {
+            while let Err(e) = replicator.clean_up().await {
+                tracing::warn!(
+                    error = format!("{e:#}"),
+                    "failed to delete replicas whose entry went; retrying"
+                );
+                tokio::time::sleep(CLEAN_UP_RETRY).await;
+            }
+        }
+    });
     let queue = Queue::default();
     let watches = replicator.entries.iter().enumerate().flat_map(|(i, e)| {
         let (source, target) = replicator.apis(e);
@@ -149,6 +158,7 @@ pub async fn run(ctx: Arc<Ctx>) {
     .await;
     resync.abort();
     watch_task.abort();
+    clean_up.abort();
 }
 
 /// The virtual Service of an entry: its `to` fromHost, its `from` toHost.
