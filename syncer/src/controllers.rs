@@ -20,6 +20,7 @@ use k8s_openapi::api::{
 use vnest_crds::patch::PodPatches;
 
 use crate::{
+    custom::{self, Resolved},
     engine::{self, Ctx, Follower, Queue, Watches},
     resources::{
         configmaps::{self, ConfigMaps},
@@ -95,9 +96,10 @@ fn from_host_copies(ctx: &Arc<Ctx>) -> Vec<BoxFuture<'static, ()>> {
     engines
 }
 
-/// Runs every enabled engine until one ends (they only end when their watches do); fails
-/// at once on a configuration the engines cannot run.
-pub async fn run(ctx: Arc<Ctx>) -> anyhow::Result<()> {
+/// Runs every enabled engine, and the sync of each resolved custom resource, until one ends
+/// (they only end when their watches do); fails at once on a configuration the engines
+/// cannot run.
+pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()> {
     let to_host = ctx.config.sync.to_host.clone();
     let pod_patches = PodPatches::compile(&to_host.pods).map_err(|errors| {
         let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
@@ -286,6 +288,9 @@ pub async fn run(ctx: Arc<Ctx>) -> anyhow::Result<()> {
         tasks.push(Box::pin(priority_classes::run(ctx.clone())));
     }
     engines.extend(from_host_copies(&ctx));
+    for resource in custom {
+        engines.push(Box::pin(custom::sync::run(ctx.clone(), resource)));
+    }
     ctx.unsynced.store(engines.len(), Ordering::SeqCst);
     engines.extend(node_task);
     engines.extend(event_task);

@@ -2,6 +2,7 @@
 //! namespace the VirtualCluster lives in.
 
 pub mod controllers;
+pub mod custom;
 pub mod diff;
 pub mod engine;
 pub mod metrics;

@@ -3,9 +3,10 @@
 //! as a plain process.
 
 use std::{
+    io::IsTerminal,
     net::SocketAddr,
     path::{Path, PathBuf},
-    sync::{Arc, atomic::AtomicUsize},
+    sync::{Arc, Mutex, atomic::AtomicUsize},
 };
 
 use anyhow::Context as _;
@@ -16,7 +17,9 @@ use kube::{
     runtime::events::{Recorder, Reporter},
 };
 use vnest_crds::SyncerConfig;
-use vnest_syncer::{controllers, engine::Ctx, metrics::Metrics, proxy, server, translate::Target};
+use vnest_syncer::{
+    controllers, custom, engine::Ctx, metrics::Metrics, proxy, server, translate::Target,
+};
 
 /// Syncs a virtual cluster's workloads into its host namespace.
 #[derive(Parser, Debug)]
@@ -111,6 +114,37 @@ fn read_config(args: &Args) -> anyhow::Result<SyncerConfig> {
     Ok(config)
 }
 
+/// Resolves the custom resources, retrying what may pass (RBAC not granted yet, an API
+/// server restarting); `None` when one cannot resolve before the next start, which
+/// `/readyz` then explains.
+async fn resolve_custom_resources(ctx: &Ctx) -> Option<Vec<Arc<custom::Resolved>>> {
+    let set_blocked = |why: Option<String>| *ctx.blocked.lock().expect("not poisoned") = why;
+    loop {
+        match custom::resolve_all(&ctx.host, &ctx.virt, &ctx.config.sync).await {
+            Ok(resolved) => {
+                set_blocked(None);
+                return Some(resolved);
+            }
+            Err(e) if e.downcast_ref::<custom::Final>().is_some() => {
+                let why =
+                    format!("{e:#}; the syncer resolves custom resources again when it restarts");
+                tracing::error!(error = %why, "not syncing");
+                set_blocked(Some(why));
+                return None;
+            }
+            Err(e) => {
+                let why = format!("{e:#}; retrying in {}s", RESOLVE_RETRY.as_secs());
+                tracing::warn!(error = %why, "custom resources not resolved yet");
+                set_blocked(Some(why));
+                tokio::time::sleep(RESOLVE_RETRY).await;
+            }
+        }
+    }
+}
+
+/// How long a failed custom-resource resolution waits before trying again.
+const RESOLVE_RETRY: std::time::Duration = std::time::Duration::from_secs(3);
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -119,6 +153,7 @@ async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let config = read_config(&args)?;
     let host_config = client_config(args.host_kubeconfig.as_deref()).await?;
@@ -140,6 +175,8 @@ async fn main() -> anyhow::Result<()> {
         virtual_namespaces: args.virtual_namespaces,
         metrics: Metrics::new(),
         unsynced: AtomicUsize::new(usize::MAX),
+        blocked: Mutex::new(Some("resolving custom resources".into())),
+        writing_through: Mutex::default(),
     });
     tokio::spawn({
         let ctx = ctx.clone();
@@ -149,10 +186,25 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     });
-    let proxy = proxy::serve(args.proxy_address, &args.certs_dir, ctx.clone(), upstreams);
+    let custom = resolve_custom_resources(&ctx).await;
+    let write_through = custom.iter().flatten().cloned().collect();
+    let proxy = proxy::serve(
+        args.proxy_address,
+        &args.certs_dir,
+        ctx.clone(),
+        upstreams,
+        write_through,
+    );
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let sync = async move {
+        match custom {
+            Some(custom) => controllers::run(ctx, custom).await,
+            // Serve /readyz with the reason until restarted.
+            None => futures::future::pending::<anyhow::Result<()>>().await,
+        }
+    };
     tokio::select! {
-        result = controllers::run(ctx) => {
+        result = sync => {
             result?;
             anyhow::bail!("a sync engine stopped")
         }

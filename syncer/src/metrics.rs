@@ -34,6 +34,9 @@ pub struct Metrics {
     /// Round trips of the API calls on a pod's way to Running, by call (a fixed set:
     /// `host_apply`, `token_request`, `token_secret`, `bind`, `virtual_status`).
     pub api_call: HistogramVec,
+    /// Write-through rollbacks that failed or gave up, by `resource` and `reason` (the
+    /// names vCluster's troubleshooting guide uses).
+    pub rollback_failures: IntCounterVec,
 }
 
 impl Metrics {
@@ -63,6 +66,14 @@ impl Metrics {
             &["route", "code"],
         )
         .expect("valid metric definition");
+        let rollback_failures = IntCounterVec::new(
+            Opts::new(
+                "vcluster_writethrough_rollback_failures_total",
+                "Write-through rollbacks of rejected tenant writes that failed or gave up, by resource and reason",
+            ),
+            &["resource", "reason"],
+        )
+        .expect("valid metric definition");
         let queue_wait = histogram(
             "vnest_syncer_queue_wait_seconds",
             "Time a key waited in the work queue before a worker took it, by resource kind",
@@ -78,7 +89,12 @@ impl Metrics {
             "Round trip of the API calls a synced pod needs, by call",
             "call",
         );
-        for metric in [&reconcile_errors, &host_writes, &proxy_requests] {
+        for metric in [
+            &reconcile_errors,
+            &host_writes,
+            &proxy_requests,
+            &rollback_failures,
+        ] {
             registry
                 .register(Box::new(metric.clone()))
                 .expect("metric registered once");
@@ -96,6 +112,7 @@ impl Metrics {
             queue_wait,
             reconcile_duration,
             api_call,
+            rollback_failures,
         }
     }
 

@@ -1,4 +1,5 @@
-//! `/metrics`, `/healthz` and `/readyz` (ready once every engine's caches are synced).
+//! `/metrics`, `/healthz` and `/readyz` (ready once every engine's caches are synced; the
+//! body says why not).
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -16,10 +17,9 @@ pub async fn serve(address: SocketAddr, ctx: Arc<Ctx>) -> anyhow::Result<()> {
         .route(
             "/readyz",
             get(|State(ctx): State<Arc<Ctx>>| async move {
-                if ctx.synced() {
-                    (StatusCode::OK, "ok")
-                } else {
-                    (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
+                match ctx.readiness() {
+                    Ok(()) => (StatusCode::OK, "ok".to_string()),
+                    Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
                 }
             }),
         )

@@ -14,6 +14,26 @@ pub async fn get(port: u16, path: &str) -> Result<String, String> {
     }
 }
 
+/// `path` on `127.0.0.1:port` whatever its status: (status code, body), or why not.
+pub async fn answer(port: u16, path: &str) -> Result<(u16, String), String> {
+    let out = tokio::process::Command::new("curl")
+        .args([
+            "-s",
+            "-w",
+            "\n%{http_code}",
+            &format!("http://127.0.0.1:{port}{path}"),
+        ])
+        .output()
+        .await
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').ok_or(format!("{path}: no answer"))?;
+    let code = code
+        .parse()
+        .map_err(|_| format!("{path}: no answer ({text})"))?;
+    Ok((code, body.to_string()))
+}
+
 /// Sum of a counter over all its label sets in a Prometheus text exposition.
 pub fn counter(text: &str, name: &str) -> f64 {
     text.lines()

@@ -49,6 +49,8 @@ pub struct SyncerWiring {
     pub certs_dir: PathBuf,
     /// `config` of Secret `vc-<vc>`: the kubeconfig the tenant is given.
     pub tenant_kubeconfig: String,
+    /// Extra environment of the syncer process (e.g. its fault injection).
+    pub env: Vec<(String, String)>,
 }
 
 /// Waits for Secret `name` and returns its data.
@@ -118,6 +120,7 @@ impl SyncerWiring {
             virtual_namespace: virtual_namespace.to_string(),
             certs_dir,
             tenant_kubeconfig,
+            env: vec![],
         }
     }
 }
@@ -160,6 +163,7 @@ impl SyncerProcess {
             .arg("--certs-dir")
             .arg(&wiring.certs_dir)
             .env("RUST_LOG", "info")
+            .envs(wiring.env.iter().map(|(k, v)| (k, v)))
             .env_remove("POD_NAMESPACE")
             .stdout(Stdio::null())
             .stderr(file)
@@ -210,6 +214,11 @@ impl SyncerProcess {
     /// `/metrics`, `/readyz` or `/healthz`; the body, or why not.
     pub async fn get(&self, path: &str) -> Result<String, String> {
         scrape::get(self.metrics_port, path).await
+    }
+
+    /// `/readyz` as (status code, body): the body says why the syncer is not ready.
+    pub async fn readyz(&self) -> Result<(u16, String), String> {
+        scrape::answer(self.metrics_port, "/readyz").await
     }
 
     /// Sum of a counter over all its label sets.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::{
     NamespaceResourceScope,
-    api::core::v1::{Pod, ServiceAccount},
+    api::core::v1::{Pod, Secret, ServiceAccount},
 };
 use kube::{
     Api, Client, Resource,
@@ -14,7 +14,7 @@ use kube::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
-use vnest_crds::translate::host_name;
+use vnest_crds::{SyncerConfig, meta::SYNCER_CONFIG_KEY, translate::host_name};
 
 use crate::{
     OperatorProcess, SyncerProcess, TestNamespace, bed, crd,
@@ -81,6 +81,30 @@ impl Tenant {
         K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
     {
         Api::namespaced(self.virt.clone(), &self.vns.name)
+    }
+
+    /// After a spec change: waits until the operator's syncer config satisfies `done`
+    /// (described by `what`), then re-reads the wiring (keeping its extra environment).
+    pub async fn rewire(&mut self, what: &str, done: impl Fn(&SyncerConfig) -> bool) {
+        let secrets: Api<Secret> = Api::namespaced(self.host.clone(), &self.ns.name);
+        let name = format!("vc-config-{VC}");
+        wait::until(&format!("syncer config {what}"), TIMEOUT, || async {
+            let text = secrets
+                .get(&name)
+                .await
+                .map_err(|e| e.to_string())?
+                .data
+                .and_then(|d| d.get(SYNCER_CONFIG_KEY).cloned())
+                .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+                .unwrap_or_default();
+            let config: SyncerConfig = serde_yaml::from_str(&text).map_err(|e| e.to_string())?;
+            done(&config).then_some(()).ok_or(text)
+        })
+        .await;
+        let env = std::mem::take(&mut self.wiring.env);
+        self.wiring =
+            SyncerWiring::from_operator(&self.host, &self.ns.name, VC, &self.vns.name).await;
+        self.wiring.env = env;
     }
 
     pub fn start_syncer(&self) -> SyncerProcess {

@@ -20,13 +20,15 @@ HOST_SCHED_PORT=16259
 KWOK_PORT=16250
 VIRTUAL_PORT=17443
 VIRTUAL_KCM_PORT=17257
+# k8s.io/sample-apiserver (wardle.example.com: flunders, fischers), aggregated into the host.
+SAMPLE_APISERVER_PORT=16445
 # Not bound by the bed: kwok forwards port-forwards to any fake pod's port 8443 (the syncer
 # proxy's) here, where a test or the sandbox runs the syncer's proxy.
 POD_PROXY_PORT=18443
-ALL_PORTS="$ETCD_PORT $ETCD_PEER_PORT $HOST_PORT $HOST_KCM_PORT $HOST_SCHED_PORT $KWOK_PORT $VIRTUAL_PORT $VIRTUAL_KCM_PORT"
+ALL_PORTS="$ETCD_PORT $ETCD_PEER_PORT $HOST_PORT $HOST_KCM_PORT $HOST_SCHED_PORT $KWOK_PORT $VIRTUAL_PORT $VIRTUAL_KCM_PORT $SAMPLE_APISERVER_PORT"
 
 # Executable names of the components; used to recognise our processes in /proc.
-COMPONENT_EXES="etcd kube-apiserver kube-controller-manager kube-scheduler kwok"
+COMPONENT_EXES="etcd kube-apiserver kube-controller-manager kube-scheduler kwok sample-apiserver"
 REAPER_MARK=vnest-testbed-reaper
 
 say() { echo "[testbed] $*" >&2; }

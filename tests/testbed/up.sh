@@ -46,7 +46,7 @@ readyz() {
 healthy() {
   [ -f "$ENV_FILE" ] || return 1
   local n p
-  for n in etcd host-apiserver host-controller-manager host-scheduler kwok virtual-apiserver virtual-controller-manager; do
+  for n in etcd host-apiserver host-controller-manager host-scheduler kwok virtual-apiserver virtual-controller-manager sample-apiserver; do
     p=$(cat "$PIDS/$n.pid" 2>/dev/null) || return 1
     alive "$p" && ours "$p" || return 1
   done
@@ -172,6 +172,8 @@ gen_pki() {
   gen_cert controller-manager ca 'CN = system:kube-controller-manager' clientAuth &
   gen_cert scheduler ca 'CN = system:kube-scheduler' clientAuth &
   gen_cert front-proxy-client front-proxy-ca 'CN = front-proxy-client' clientAuth &
+  # The aggregator checks the name of the APIService's Service, not the address it dials.
+  gen_cert sample-apiserver ca 'CN = api.wardle.svc' serverAuth "DNS:api.wardle.svc,DNS:localhost,IP:127.0.0.1" &
   openssl genrsa -out "$PKI/sa.key" 2048 2>>"$LOGS/pki.log" &&
     openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>>"$LOGS/pki.log" &
   local j ok=1
@@ -182,11 +184,11 @@ gen_pki() {
 }
 # Generated once and kept across down.sh; regenerated when the layout changed (PKI_VERSION)
 # or a certificate expires within 30 days.
-PKI_VERSION=1
+PKI_VERSION=2
 pki_current() {
   [ "$(cat "$PKI/.complete" 2>/dev/null)" = "$PKI_VERSION" ] || return 1
   local c
-  for c in ca front-proxy-ca apiserver admin controller-manager scheduler front-proxy-client; do
+  for c in ca front-proxy-ca apiserver admin controller-manager scheduler front-proxy-client sample-apiserver; do
     openssl x509 -noout -checkend 2592000 -in "$PKI/$c.crt" >/dev/null 2>&1 || return 1
   done
   [ -f "$PKI/sa.key" ] && [ -f "$PKI/sa.pub" ]
@@ -300,7 +302,7 @@ apiserver() { # name port prefix issuer
     --requestheader-extra-headers-prefix=X-Remote-Extra- \
     --proxy-client-cert-file="$PKI/front-proxy-client.crt" \
     --proxy-client-key-file="$PKI/front-proxy-client.key" \
-    --enable-aggregator-routing=true \
+    --enable-aggregator-routing=false \
     --profiling=false
 }
 say "starting host kube-apiserver on 127.0.0.1:$HOST_PORT and virtual kube-apiserver on 127.0.0.1:$VIRTUAL_PORT"
@@ -431,7 +433,57 @@ EOF
 }
 nodes_yaml | kc apply -f - >>"$LOGS/up.log" 2>&1 || fail up "creating the kwok nodes failed (see $LOGS/up.log)"
 
-for n in host-controller-manager virtual-controller-manager host-scheduler kwok; do
+# The sample-apiserver serves wardle.example.com (flunders, fischers; v1alpha1 and v1beta1)
+# and is aggregated into the host: the custom-resource tests' extension API server. Loopback
+# endpoints are refused in EndpointSlices, so its Service is an ExternalName for localhost,
+# which the aggregator dials when it routes by Service (--enable-aggregator-routing=false).
+launch sample-apiserver "$BIN/sample-apiserver" \
+  --bind-address=127.0.0.1 \
+  --secure-port="$SAMPLE_APISERVER_PORT" \
+  --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+  --etcd-prefix=/wardle \
+  --kubeconfig="$HOST_KC" \
+  --authentication-kubeconfig="$HOST_KC" \
+  --authorization-kubeconfig="$HOST_KC" \
+  --tls-cert-file="$PKI/sample-apiserver.crt" \
+  --tls-private-key-file="$PKI/sample-apiserver.key" \
+  --profiling=false
+wardle_yaml() {
+  local v p ca
+  ca=$(base64 -w0 <"$PKI/ca.crt")
+  cat <<EOF
+apiVersion: v1
+kind: Namespace
+metadata: {name: wardle}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: api, namespace: wardle}
+spec:
+  type: ExternalName
+  externalName: localhost
+  ports: [{name: https, port: $SAMPLE_APISERVER_PORT, protocol: TCP}]
+EOF
+  for v in v1alpha1:15 v1beta1:16; do
+    p=${v#*:} v=${v%:*}
+    cat <<EOF
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: $v.wardle.example.com}
+spec:
+  group: wardle.example.com
+  version: $v
+  groupPriorityMinimum: 1000
+  versionPriority: $p
+  service: {namespace: wardle, name: api, port: $SAMPLE_APISERVER_PORT}
+  caBundle: $ca
+EOF
+  done
+}
+wardle_yaml | kc apply -f - >>"$LOGS/up.log" 2>&1 || fail up "registering the sample-apiserver failed (see $LOGS/up.log)"
+
+for n in host-controller-manager virtual-controller-manager host-scheduler kwok sample-apiserver; do
   p=$(cat "$PIDS/$n.pid"); alive "$p" || fail "$n" "$n exited right after start"
 done
 nodes_ready() { kc wait --for=condition=Ready --timeout=2s node/kwok-node-0 node/kwok-node-1; }
@@ -440,6 +492,11 @@ say "nodes Ready after $(elapsed)"
 wait_for host-controller-manager 60 "ServiceAccount default/default on the host" kc get serviceaccount default -n default
 wait_for virtual-controller-manager 60 "ServiceAccount default/default on the virtual cluster" kv get serviceaccount default -n default
 say "default ServiceAccounts present after $(elapsed)"
+wardle_available() {
+  kc wait --for=condition=Available --timeout=2s apiservice/v1alpha1.wardle.example.com apiservice/v1beta1.wardle.example.com
+}
+wait_for sample-apiserver 60 "APIServices of wardle.example.com Available" wardle_available
+say "sample-apiserver aggregated after $(elapsed)"
 
 # Smoke test: a pod is scheduled on a kwok node and becomes Running; removed again.
 # VNEST_TESTBED_SMOKE=0 skips it.

@@ -29,15 +29,17 @@ pub fn split_custom_resource_key(key: &str) -> (&str, &str) {
     }
 }
 
+/// Rules on the enabled `resources` of `scope` (any scope when `None`).
 fn custom_resource_rules(
     resources: &CustomResources,
-    scope: ResourceScope,
+    scope: Option<ResourceScope>,
     verbs: &[&str],
 ) -> Vec<PolicyRule> {
     resources
         .iter()
         .filter(|(_, sync)| {
-            sync.enabled && sync.scope.unwrap_or(ResourceScope::Namespaced) == scope
+            sync.enabled
+                && scope.is_none_or(|s| sync.scope.unwrap_or(ResourceScope::Namespaced) == s)
         })
         .map(|(key, _)| {
             let (group, plural) = split_custom_resource_key(key);
@@ -128,13 +130,8 @@ pub fn role_rules(input: &Input) -> Vec<PolicyRule> {
     }
     rules.extend(custom_resource_rules(
         &to_host.custom_resources,
-        ResourceScope::Namespaced,
+        Some(ResourceScope::Namespaced),
         WRITE,
-    ));
-    rules.extend(custom_resource_rules(
-        &input.spec.sync.from_host.custom_resources,
-        ResourceScope::Namespaced,
-        READ,
     ));
     rules.extend(input.spec.rbac.role.extra_rules.iter().cloned());
     rules
@@ -200,16 +197,48 @@ pub fn cluster_role_rules(input: &Input) -> Vec<PolicyRule> {
     }
     rules.extend(custom_resource_rules(
         &to_host.custom_resources,
-        ResourceScope::Cluster,
+        Some(ResourceScope::Cluster),
         WRITE,
     ));
+    // From-host objects are read wherever they are on the host.
     rules.extend(custom_resource_rules(
         &from_host.custom_resources,
-        ResourceScope::Cluster,
+        None,
         READ,
     ));
+    rules.extend(custom_resource_resolution(input));
     rules.extend(input.spec.rbac.cluster_role.extra_rules.iter().cloned());
     rules
+}
+
+/// What the syncer reads at start to resolve its custom resources: their CRDs by name, and
+/// APIServices (named by version, which the key may leave to discovery).
+fn custom_resource_resolution(input: &Input) -> Vec<PolicyRule> {
+    let sync = &input.spec.sync;
+    let mut crds: Vec<String> = sync
+        .to_host
+        .custom_resources
+        .iter()
+        .chain(&sync.from_host.custom_resources)
+        .filter(|(_, entry)| entry.enabled)
+        .map(|(key, _)| key.split('/').next().unwrap_or(key).to_string())
+        .collect();
+    crds.sort();
+    crds.dedup();
+    if crds.is_empty() {
+        return vec![];
+    }
+    vec![
+        PolicyRule {
+            resource_names: Some(crds),
+            ..rule(
+                "apiextensions.k8s.io",
+                &["customresourcedefinitions"],
+                &["get"],
+            )
+        },
+        rule("apiregistration.k8s.io", &["apiservices"], &["get"]),
+    ]
 }
 
 fn subjects(input: &Input, names: &ChildNames) -> serde_json::Value {
@@ -439,6 +468,63 @@ mod tests {
         let i = input(&spec);
         assert!(grants(&role_rules(&i), "", "services", "create"));
         assert!(!grants(&cluster_role_rules(&i), "", "services", "get"));
+    }
+
+    #[test]
+    fn namespaced_from_host_resources_are_read_cluster_wide() {
+        let spec = spec_from_yaml(
+            "sync: {fromHost: {customResources: {widgets.example.com: {enabled: true}}}}",
+        );
+        let i = input(&spec);
+        assert!(!grants(&role_rules(&i), "example.com", "widgets", "list"));
+        assert!(grants(
+            &cluster_role_rules(&i),
+            "example.com",
+            "widgets",
+            "watch"
+        ));
+        assert!(!grants(
+            &cluster_role_rules(&i),
+            "example.com",
+            "widgets",
+            "create"
+        ));
+    }
+
+    #[test]
+    fn resolving_custom_resources_reads_their_crds_by_name_and_apiservices() {
+        let spec = spec_from_yaml(
+            "sync: {toHost: {customResources: {flunders.wardle.example.com/v1beta1: {enabled: true}, off.example.com: {enabled: false}}}}",
+        );
+        let rules = cluster_role_rules(&input(&spec));
+        let crd_rule = rules
+            .iter()
+            .find(|r| r.resources.as_deref() == Some(&["customresourcedefinitions".to_string()]))
+            .expect("a CRD rule");
+        assert_eq!(
+            crd_rule.resource_names.as_deref(),
+            Some(&["flunders.wardle.example.com".to_string()][..])
+        );
+        assert_eq!(crd_rule.verbs, vec!["get"]);
+        assert!(grants(
+            &rules,
+            "apiregistration.k8s.io",
+            "apiservices",
+            "get"
+        ));
+        assert!(!grants(
+            &rules,
+            "apiregistration.k8s.io",
+            "apiservices",
+            "list"
+        ));
+        let none = cluster_role_rules(&input(&spec_from_yaml("sync: {}")));
+        assert!(!grants(
+            &none,
+            "apiregistration.k8s.io",
+            "apiservices",
+            "get"
+        ));
     }
 
     #[test]

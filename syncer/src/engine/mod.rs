@@ -51,7 +51,8 @@ const RESYNC: Duration = Duration::from_secs(300);
 /// (`/readyz` waits for every engine).
 pub async fn caches_synced<K>(ctx: &Ctx, kind: &str, virt: &Store<K>, host: &Store<K>)
 where
-    K: Resource<DynamicType = ()> + Clone + 'static,
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
 {
     let _ = futures::join!(virt.wait_until_ready(), host.wait_until_ready());
     ctx.unsynced.fetch_sub(1, Ordering::SeqCst);
@@ -98,12 +99,23 @@ pub struct Ctx {
     pub metrics: Metrics,
     /// Engines whose caches have not finished their first list yet.
     pub unsynced: AtomicUsize,
+    /// Why the syncer does not sync (yet): custom resources not resolved.
+    pub blocked: Mutex<Option<String>>,
+    /// Tenant writes the proxy is writing through right now, as (resource, namespace,
+    /// name): the to-host sync leaves those objects to it rather than race it to the host.
+    pub writing_through: Mutex<HashSet<(String, String, String)>>,
 }
 
 impl Ctx {
-    /// Whether every engine's caches finished their first list.
-    pub fn synced(&self) -> bool {
-        self.unsynced.load(Ordering::SeqCst) == 0
+    /// Ready once every engine's caches finished their first list; else why not.
+    pub fn readiness(&self) -> Result<(), String> {
+        if let Some(why) = self.blocked.lock().expect("not poisoned").as_ref() {
+            return Err(why.clone());
+        }
+        match self.unsynced.load(Ordering::SeqCst) {
+            0 => Ok(()),
+            _ => Err("caches not synced".into()),
+        }
     }
 
     /// Whether virtual namespace `namespace` is one this syncer syncs.
@@ -235,7 +247,7 @@ fn key_of<K: Resource>(obj: &K) -> Key {
 }
 
 /// The virtual key a host copy came from, read from its annotations.
-fn virtual_key<K: Resource>(host: &K) -> Option<Key> {
+pub(crate) fn virtual_key<K: Resource>(host: &K) -> Option<Key> {
     let a = host.annotations();
     Some((
         a.get(ANNOTATION_OBJECT_NAMESPACE)?.clone(),

@@ -79,6 +79,11 @@ impl Outgoing {
         })
     }
 
+    /// The request body, as read.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+
     /// Points the request at another path, keeping the query.
     pub fn set_path(&mut self, path: &str) {
         let uri = match self.parts.uri.query() {
@@ -166,7 +171,7 @@ pub fn text(code: StatusCode, body: String) -> Response<ProxyBody> {
     response
 }
 
-fn full(bytes: Bytes) -> ProxyBody {
+pub fn full(bytes: Bytes) -> ProxyBody {
     Full::new(bytes)
         .map_err(|never| match never {})
         .boxed_unsync()

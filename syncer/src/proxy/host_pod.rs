@@ -210,16 +210,16 @@ pub async fn serve(
     ));
     let response = outgoing.send(&proxy.upstreams.host).await;
     if response.status().is_client_error() || response.status().is_server_error() {
-        return rename_in_error(response, &host_name, name).await;
+        return rename_in_error(response, &[(&host_name, name)]).await;
     }
     response
 }
 
-/// An error from the host names the host pod; the tenant knows it by its virtual name.
-async fn rename_in_error(
+/// An error from the host names host objects; the tenant knows them by their virtual names
+/// (`renames` are (host, virtual) pairs, replaced in order).
+pub(super) async fn rename_in_error(
     response: Response<ProxyBody>,
-    host_name: &str,
-    name: &str,
+    renames: &[(&str, &str)],
 ) -> Response<ProxyBody> {
     let (mut parts, body) = response.into_parts();
     // Errors are short `Status` objects from the host API server, which is trusted.
@@ -227,7 +227,10 @@ async fn rename_in_error(
         Ok(collected) => collected.to_bytes(),
         Err(e) => Bytes::from(format!("vnest proxy: reading the host's error failed: {e}")),
     };
-    let renamed = String::from_utf8_lossy(&bytes).replace(host_name, name);
+    let renamed = renames.iter().fold(
+        String::from_utf8_lossy(&bytes).into_owned(),
+        |text, (host, virt)| text.replace(host, virt),
+    );
     parts.headers.remove(http::header::CONTENT_LENGTH);
     let body = Full::new(Bytes::from(renamed))
         .map_err(|never| match never {})
@@ -260,7 +263,7 @@ mod tests {
         .boxed_unsync();
         let mut response = Response::new(body);
         *response.status_mut() = StatusCode::BAD_REQUEST;
-        let renamed = rename_in_error(response, "web-0-x-app-x-vc", "web-0").await;
+        let renamed = rename_in_error(response, &[("web-0-x-app-x-vc", "web-0")]).await;
         assert_eq!(renamed.status(), StatusCode::BAD_REQUEST);
         let text = renamed.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(

@@ -8,6 +8,9 @@
 //! - `pods/{log,exec,attach,portforward}` are served by the host pod ([`host_pod`]).
 //! - `/healthz`, `/livez`, `/readyz`, `/metrics` are the syncer's own.
 //!
+//! - Writes of to-host resources an extension API server serves are written through to the
+//!   host before the tenant gets an answer ([`write_through`]).
+//!
 //! Every other request is tenant activity and renews the activity Lease ([`activity`]).
 
 mod activity;
@@ -16,6 +19,7 @@ mod host_pod;
 mod identity;
 mod route;
 mod tls;
+mod write_through;
 
 use std::{convert::Infallible, net::SocketAddr, path::Path, sync::Arc, time::Duration};
 
@@ -27,7 +31,7 @@ use kube::Client;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use crate::engine::Ctx;
+use crate::{custom::Resolved, engine::Ctx};
 use activity::Activity;
 use forward::{Outgoing, ProxyBody, status, text};
 use identity::Identity;
@@ -55,14 +59,18 @@ pub struct Proxy {
     ctx: Arc<Ctx>,
     upstreams: Upstreams,
     activity: Activity,
+    write_through: write_through::target::Targets,
+    faults: write_through::faults::Faults,
 }
 
-/// Serves the proxy on `address` with the certificates in `certs_dir` until the listener fails.
+/// Serves the proxy on `address` with the certificates in `certs_dir` until the listener
+/// fails; writes of the `custom` resources that need it are written through to the host.
 pub async fn serve(
     address: SocketAddr,
     certs_dir: &Path,
     ctx: Arc<Ctx>,
     upstreams: Upstreams,
+    custom: Vec<Arc<Resolved>>,
 ) -> anyhow::Result<()> {
     let tls = tls::TlsFiles::load(certs_dir)?;
     let listener = TcpListener::bind(address)
@@ -73,6 +81,8 @@ pub async fn serve(
         ctx,
         upstreams,
         activity,
+        write_through: write_through::target::Targets::new(custom),
+        faults: write_through::faults::Faults::from_env(),
     });
     tracing::info!(%address, "API proxy listening");
     loop {
@@ -150,8 +160,10 @@ impl Proxy {
         let label = route.label();
         let response = match route {
             Route::Healthz => text(StatusCode::OK, "ok".into()),
-            Route::Readyz if self.ctx.synced() => text(StatusCode::OK, "ok".into()),
-            Route::Readyz => text(StatusCode::SERVICE_UNAVAILABLE, "caches not synced".into()),
+            Route::Readyz => match self.ctx.readiness() {
+                Ok(()) => text(StatusCode::OK, "ok".into()),
+                Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, why),
+            },
             Route::Metrics => text(StatusCode::OK, self.ctx.metrics.render()),
             Route::Pod {
                 namespace,
@@ -195,7 +207,27 @@ impl Proxy {
         Ok((caller, Outgoing::read(request).await?))
     }
 
-    async fn to_virtual(&self, caller: Caller, mut outgoing: Outgoing) -> Response<ProxyBody> {
+    async fn to_virtual(&self, caller: Caller, outgoing: Outgoing) -> Response<ProxyBody> {
+        let parts = &outgoing.parts;
+        match self
+            .write_through
+            .of(&parts.method, parts.uri.path(), parts.uri.query())
+        {
+            // Namespaces this syncer does not sync are not mirrored, so not written through.
+            Some(write)
+                if write
+                    .namespace
+                    .as_deref()
+                    .is_none_or(|ns| self.ctx.namespace_synced(ns)) =>
+            {
+                write_through::serve(self, write, caller, outgoing).await
+            }
+            _ => self.send_virtual(caller, outgoing).await,
+        }
+    }
+
+    /// Sends a request to the virtual API server as the caller.
+    async fn send_virtual(&self, caller: Caller, mut outgoing: Outgoing) -> Response<ProxyBody> {
         match caller {
             Caller::Certificate(identity) => {
                 if let Err(why) = identity.impersonate(&mut outgoing.parts.headers) {

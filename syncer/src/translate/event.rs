@@ -4,7 +4,6 @@
 
 use k8s_openapi::api::core::v1::{Event, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use sha2::{Digest, Sha256};
 
 /// The component name of every event the syncer itself writes (its Recorder's controller).
 pub const REPORTER: &str = "vnest-syncer";
@@ -33,12 +32,10 @@ pub fn virtual_event_name(host_event: &str, host_object: &str, virtual_object: &
     match host_event.strip_prefix(host_object) {
         Some(suffix) if suffix.starts_with('.') => format!("{virtual_object}{suffix}"),
         _ => {
-            let hash: String = Sha256::digest(host_event.as_bytes())
-                .iter()
-                .take(8)
-                .map(|b| format!("{b:02x}"))
-                .collect();
-            format!("{virtual_object}.{hash}")
+            format!(
+                "{virtual_object}.{}",
+                super::short_hash(host_event.as_bytes())
+            )
         }
     }
 }

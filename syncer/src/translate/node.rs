@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use sha2::{Digest, Sha256};
 use vnest_crds::{NodeSelector, meta::ANNOTATION_APPLIED_HASH};
 
 /// Label marking virtual Nodes the syncer made (vCluster's spelling).
@@ -67,12 +66,10 @@ pub fn real_node(host: &Node) -> Node {
     let mut annotations = host.metadata.annotations.clone().unwrap_or_default();
     annotations.remove(ANNOTATION_APPLIED_HASH);
     let hashed = serde_json::to_string(&(&labels, &annotations, &spec)).unwrap_or_default();
-    let hash: String = Sha256::digest(hashed.as_bytes())
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    annotations.insert(ANNOTATION_APPLIED_HASH.to_string(), hash);
+    annotations.insert(
+        ANNOTATION_APPLIED_HASH.to_string(),
+        super::short_hash(hashed.as_bytes()),
+    );
     Node {
         metadata: ObjectMeta {
             name: host.metadata.name.clone(),

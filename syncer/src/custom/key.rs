@@ -1,0 +1,139 @@
+//! Which custom resources a syncer syncs, in which direction: the configured
+//! `<plural>.<group>[/<version>]` keys, parsed.
+
+use vnest_crds::{CustomResources, Sync};
+
+/// One configured custom resource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceKey {
+    pub plural: String,
+    pub group: String,
+    /// The version to sync; the host's preferred version when absent.
+    pub version: Option<String>,
+}
+
+impl ResourceKey {
+    /// Parses `<plural>.<group>` or `<plural>.<group>/<version>` (the CRD's CEL rule already
+    /// refuses other shapes; this names the key when one slips through).
+    pub fn parse(key: &str) -> Result<Self, String> {
+        let (resource, version) = match key.split_once('/') {
+            Some((resource, version)) => (resource, Some(version.to_string())),
+            None => (key, None),
+        };
+        let (plural, group) = resource.split_once('.').ok_or_else(|| {
+            format!("customResources key {key:?}: must be <plural>.<group>[/<version>], e.g. flunders.wardle.example.com")
+        })?;
+        if plural.is_empty() || group.is_empty() || version.as_deref() == Some("") {
+            return Err(format!(
+                "customResources key {key:?}: plural, group and version must not be empty"
+            ));
+        }
+        Ok(ResourceKey {
+            plural: plural.to_string(),
+            group: group.to_string(),
+            version,
+        })
+    }
+
+    /// `<plural>.<group>`: the CRD name, and the `resource` label of metrics and logs.
+    pub fn resource(&self) -> String {
+        format!("{}.{}", self.plural, self.group)
+    }
+}
+
+/// Direction of a custom resource's sync.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// The tenant owns the objects; they are mirrored to the host namespace.
+    ToHost,
+    /// The host owns the objects; the tenant gets read-only copies.
+    FromHost,
+}
+
+/// The enabled keys of both directions. A resource enabled in both is synced to the host
+/// only (the operator refuses such a spec; this is the syncer's own guard).
+pub fn enabled(sync: &Sync) -> Result<Vec<(ResourceKey, Direction)>, String> {
+    let parse_enabled = |resources: &CustomResources| -> Result<Vec<ResourceKey>, String> {
+        resources
+            .iter()
+            .filter(|(_, entry)| entry.enabled)
+            .map(|(key, _)| ResourceKey::parse(key))
+            .collect()
+    };
+    let to_host = parse_enabled(&sync.to_host.custom_resources)?;
+    let from_host = parse_enabled(&sync.from_host.custom_resources)?;
+    let mut keys: Vec<(ResourceKey, Direction)> = Vec::new();
+    for key in to_host {
+        keys.push((key, Direction::ToHost));
+    }
+    for key in from_host {
+        let resource = key.resource();
+        if keys.iter().any(|(k, _)| k.resource() == resource) {
+            tracing::warn!(
+                resource,
+                "also configured for to-host sync; skipping its from-host sync"
+            );
+            continue;
+        }
+        keys.push((key, Direction::FromHost));
+    }
+    Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sync(yaml: &str) -> Sync {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn a_key_names_plural_group_and_maybe_version() {
+        let k = ResourceKey::parse("flunders.wardle.example.com/v1beta1").unwrap();
+        assert_eq!(k.plural, "flunders");
+        assert_eq!(k.group, "wardle.example.com");
+        assert_eq!(k.version.as_deref(), Some("v1beta1"));
+        assert_eq!(k.resource(), "flunders.wardle.example.com");
+        let k = ResourceKey::parse("certificates.cert-manager.io").unwrap();
+        assert_eq!(k.version, None);
+    }
+
+    #[test]
+    fn a_key_without_a_group_or_with_an_empty_version_is_refused_by_name() {
+        let e = ResourceKey::parse("flunders").unwrap_err();
+        assert!(
+            e.contains("\"flunders\"") && e.contains("<plural>.<group>"),
+            "{e}"
+        );
+        let e = ResourceKey::parse("flunders.wardle.example.com/").unwrap_err();
+        assert!(e.contains("must not be empty"), "{e}");
+    }
+
+    #[test]
+    fn disabled_entries_are_not_synced() {
+        let s = sync(
+            "toHost: {customResources: {a.example.com: {enabled: false}, b.example.com: {enabled: true}}}",
+        );
+        let keys = enabled(&s).unwrap();
+        assert_eq!(keys.len(), 1);
+        assert_eq!(keys[0].0.resource(), "b.example.com");
+        assert_eq!(keys[0].1, Direction::ToHost);
+    }
+
+    #[test]
+    fn a_resource_in_both_directions_syncs_to_the_host_only() {
+        let s = sync(
+            "{toHost: {customResources: {a.example.com: {enabled: true}}}, fromHost: {customResources: {a.example.com/v1: {enabled: true}, c.example.com: {enabled: true}}}}",
+        );
+        let keys = enabled(&s).unwrap();
+        let got: Vec<(String, Direction)> = keys.iter().map(|(k, d)| (k.resource(), *d)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("a.example.com".to_string(), Direction::ToHost),
+                ("c.example.com".to_string(), Direction::FromHost)
+            ]
+        );
+    }
+}

@@ -1,0 +1,326 @@
+//! The sync of one resolved custom resource, both directions on one runner: to-host mirrors
+//! tenant objects into the host namespace (status comes back), from-host keeps read-only
+//! copies of host objects in the virtual cluster ([`super::object`] decides every field).
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use futures::{StreamExt, stream};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, DynamicObject, Patch, PatchParams},
+    runtime::{
+        WatchStreamExt,
+        reflector::{self, ObjectRef, Store, reflector},
+        watcher,
+    },
+};
+use serde_json::{Value, json};
+use vnest_crds::{
+    meta::{LABEL_FROM_HOST, LABEL_SYNCER_MANAGED_BY},
+    translate::managed_by_selector,
+};
+
+use super::{key::Direction, object, resolve::Resolved};
+use crate::engine::{self, Ctx, FIELD_MANAGER, Key, Queue, is_not_found, virtual_key};
+
+/// Workers per custom resource.
+const WORKERS: usize = 4;
+/// Every key is reconciled again this often.
+const RESYNC: std::time::Duration = std::time::Duration::from_secs(300);
+
+struct Runner {
+    ctx: Arc<Ctx>,
+    res: Arc<Resolved>,
+    virt: Store<DynamicObject>,
+    host: Store<DynamicObject>,
+    queue: Queue,
+}
+
+/// An API of the resource on `client`, in `namespace` when it is namespaced.
+pub fn api(res: &Resolved, client: &Client, namespace: Option<&str>) -> Api<DynamicObject> {
+    match namespace.filter(|_| res.namespaced) {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &res.resource),
+        None => Api::all_with(client.clone(), &res.resource),
+    }
+}
+
+fn object_ref(res: &Resolved, name: &str, namespace: &str) -> ObjectRef<DynamicObject> {
+    let r = ObjectRef::new_with(name, res.resource.clone());
+    if res.namespaced {
+        r.within(namespace)
+    } else {
+        r
+    }
+}
+
+/// Runs the sync of `res` until its watches end.
+pub async fn run(ctx: Arc<Ctx>, res: Arc<Resolved>) {
+    let kind = res.name();
+    ctx.metrics.reconcile_errors.with_label_values(&[&kind]);
+    let virt_writer = reflector::store::Writer::new(res.resource.clone());
+    let host_writer = reflector::store::Writer::new(res.resource.clone());
+    let (virt, host) = (virt_writer.as_reader(), host_writer.as_reader());
+    let (virt_config, host_api, host_config) = match res.direction {
+        Direction::ToHost => (
+            watcher::Config::default(),
+            api(&res, &ctx.host, Some(&ctx.target.host_namespace)),
+            watcher::Config::default().labels(&managed_by_selector(&ctx.target.vc)),
+        ),
+        // Host objects of any vnest's mirrors are not the host's own.
+        Direction::FromHost => (
+            watcher::Config::default().labels(LABEL_FROM_HOST),
+            api(&res, &ctx.host, None),
+            watcher::Config::default().labels(&format!("!{LABEL_SYNCER_MANAGED_BY}")),
+        ),
+    };
+    let virt_events = reflector(
+        virt_writer,
+        watcher(api(&res, &ctx.virt, None), virt_config).default_backoff(),
+    )
+    .map(|e| (true, e));
+    let host_events = reflector(
+        host_writer,
+        watcher(host_api, host_config).default_backoff(),
+    )
+    .map(|e| (false, e));
+    let runner = Arc::new(Runner {
+        ctx: ctx.clone(),
+        res: res.clone(),
+        virt,
+        host,
+        queue: res.queue.clone(),
+    });
+    let events = stream::select(virt_events, host_events).for_each({
+        let runner = runner.clone();
+        move |(is_virt, event)| {
+            match event {
+                Ok(
+                    watcher::Event::Apply(o)
+                    | watcher::Event::InitApply(o)
+                    | watcher::Event::Delete(o),
+                ) => {
+                    if let Some(key) = runner.key_of(is_virt, &o) {
+                        runner.queue.push(key);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(resource = %runner.res.name(), virt = is_virt, error = %e, "watch failed; retrying"),
+            }
+            futures::future::ready(())
+        }
+    });
+    let watch_task = tokio::spawn(events);
+    engine::caches_synced(&ctx, &kind, &runner.virt, &runner.host).await;
+    let resync = tokio::spawn({
+        let runner = runner.clone();
+        async move {
+            loop {
+                for (is_virt, store) in [(true, &runner.virt), (false, &runner.host)] {
+                    for o in store.state() {
+                        if let Some(key) = runner.key_of(is_virt, &o) {
+                            runner.queue.push(key);
+                        }
+                    }
+                }
+                tokio::time::sleep(RESYNC).await;
+            }
+        }
+    });
+    futures::future::join_all((0..WORKERS).map(|_| {
+        let runner = runner.clone();
+        async move {
+            let kind = runner.res.name();
+            engine::work(&runner.ctx, &runner.queue, &kind, |key| {
+                let runner = runner.clone();
+                async move { runner.reconcile(&key).await }
+            })
+            .await
+        }
+    }))
+    .await;
+    resync.abort();
+    watch_task.abort();
+}
+
+impl Runner {
+    /// The (virtual namespace, name) an event is about, if it is one this syncer syncs.
+    fn key_of(&self, is_virt: bool, obj: &DynamicObject) -> Option<Key> {
+        let key = match (self.res.direction, is_virt) {
+            (Direction::ToHost, false) => virtual_key(obj)?,
+            (Direction::FromHost, false)
+                if obj.namespace().as_deref() == Some(&self.ctx.target.host_namespace) =>
+            {
+                return None;
+            }
+            _ => (obj.namespace().unwrap_or_default(), obj.name_any()),
+        };
+        (!self.res.namespaced || self.ctx.namespace_synced(&key.0)).then_some(key)
+    }
+
+    async fn reconcile(&self, key: &Key) -> anyhow::Result<()> {
+        match self.res.direction {
+            Direction::ToHost => self.mirror_to_host(key).await,
+            Direction::FromHost => self.copy_from_host(key).await,
+        }
+    }
+
+    fn count_write(&self) {
+        self.ctx
+            .metrics
+            .host_writes
+            .with_label_values(&[&self.res.name()])
+            .inc();
+    }
+
+    async fn mirror_to_host(&self, (namespace, name): &Key) -> anyhow::Result<()> {
+        let res = &self.res;
+        let writing = (res.name(), namespace.clone(), name.clone());
+        if self
+            .ctx
+            .writing_through
+            .lock()
+            .expect("not poisoned")
+            .contains(&writing)
+        {
+            // The proxy writes it through; its host write brings the key back here.
+            return Ok(());
+        }
+        let host_name = object::host_name(&self.ctx.target, res.namespaced, name, namespace);
+        let host_ns = &self.ctx.target.host_namespace;
+        let virt = self.virt.get(&object_ref(res, name, namespace));
+        let host = self.host.get(&object_ref(res, &host_name, host_ns));
+        let host_api = api(res, &self.ctx.host, Some(host_ns));
+        let live = virt.filter(|v| v.metadata.deletion_timestamp.is_none());
+        let Some(virt) = live else {
+            if host.is_some() {
+                self.count_write();
+                match host_api.delete(&host_name, &DeleteParams::default()).await {
+                    Err(e) if !is_not_found(&e) => {
+                        return Err(e).with_context(|| {
+                            format!("failed to delete host {} {host_name}", res.name())
+                        });
+                    }
+                    _ => {
+                        tracing::info!(resource = %res.name(), host = %host_name, "deleted host mirror")
+                    }
+                }
+            }
+            return Ok(());
+        };
+        let desired = object::to_host(&self.ctx.target, &res.resource, res.namespaced, &virt)
+            .map_err(anyhow::Error::msg)?;
+        if !host
+            .as_ref()
+            .is_some_and(|h| object::mirror_current(h, &desired))
+        {
+            self.count_write();
+            host_api
+                .patch(
+                    &host_name,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&desired),
+                )
+                .await
+                .with_context(|| format!("failed to apply host {} {host_name}", res.name()))?;
+            tracing::info!(resource = %res.name(), host = %host_name, "applied host mirror");
+        }
+        match host.as_deref().and_then(object::status) {
+            Some(status) if res.virtual_status && object::status(&virt) != Some(status) => {
+                self.write_virtual_status(&virt, status).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    async fn copy_from_host(&self, (namespace, name): &Key) -> anyhow::Result<()> {
+        let res = &self.res;
+        let host = self.host.get(&object_ref(res, name, namespace));
+        let copy = self.virt.get(&object_ref(res, name, namespace));
+        let virt_api = api(res, &self.ctx.virt, Some(namespace));
+        let Some(host) = host else {
+            if copy.is_some() {
+                match virt_api.delete(name, &DeleteParams::default()).await {
+                    Err(e) if !is_not_found(&e) => {
+                        return Err(e).with_context(|| {
+                            format!("failed to delete the copy of {} {name}", res.name())
+                        });
+                    }
+                    _ => {
+                        tracing::info!(resource = %res.name(), %namespace, %name, "deleted copy of a removed host object")
+                    }
+                }
+            }
+            return Ok(());
+        };
+        // Not in the cache of copies: absent, or the tenant's own object of that name.
+        if copy.is_none()
+            && let Some(own) = virt_api.get_opt(name).await?
+            && !own.labels().contains_key(LABEL_FROM_HOST)
+        {
+            tracing::debug!(resource = %res.name(), %namespace, %name, "the tenant has its own object of that name; not copied");
+            return Ok(());
+        }
+        let desired = object::from_host(&res.resource, &host, copy.as_deref());
+        if !copy
+            .as_ref()
+            .is_some_and(|c| object::copy_current(c, &desired))
+        {
+            let applied = virt_api
+                .patch(
+                    name,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&desired),
+                )
+                .await;
+            match applied {
+                // The tenant has no namespace of that name: nothing to show it in.
+                Err(e) if is_not_found(&e) && res.namespaced => {
+                    tracing::debug!(resource = %res.name(), %namespace, %name, "no such virtual namespace; not copied");
+                    return Ok(());
+                }
+                other => other.with_context(|| {
+                    format!("failed to apply the copy of {} {name}", res.name())
+                })?,
+            };
+            tracing::info!(resource = %res.name(), %namespace, %name, "applied copy of host object");
+        }
+        match object::status(&host) {
+            Some(status)
+                if res.virtual_status
+                    && copy.as_deref().and_then(object::status) != Some(status) =>
+            {
+                let copy = virt_api.get(name).await?;
+                self.write_virtual_status(&copy, status).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    async fn write_virtual_status(
+        &self,
+        virt: &DynamicObject,
+        status: &Value,
+    ) -> anyhow::Result<()> {
+        let api = api(&self.res, &self.ctx.virt, virt.namespace().as_deref());
+        let body = json!({
+            "apiVersion": self.res.resource.api_version,
+            "kind": self.res.resource.kind,
+            "status": status,
+        });
+        api.patch_status(
+            &virt.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await
+        .with_context(|| {
+            format!(
+                "failed to write the status of virtual {} {}",
+                self.res.name(),
+                virt.name_any()
+            )
+        })?;
+        Ok(())
+    }
+}
