@@ -8,6 +8,7 @@
 pub mod activity;
 pub mod duration;
 pub mod meta;
+pub mod patch;
 pub mod quantity;
 pub mod syncer_config;
 pub mod template;

@@ -36,6 +36,12 @@ pub const ANNOTATION_TOKEN_RENEW_AT: &str = "vnest.dev/token-renew-at";
 /// objects carrying it are ever updated or deleted by the syncer.
 pub const LABEL_FROM_HOST: &str = "vnest.dev/from-host";
 
+/// On host Services the syncer made for `networking.replicateServices.toHost` (beside the
+/// managed-by label, which scopes them to one virtual cluster).
+pub const LABEL_REPLICATED_TO_HOST: &str = "vnest.dev/replicated-to-host";
+/// On replicated Services, both ways: `<namespace>/<name>` of the Service they mirror.
+pub const ANNOTATION_REPLICATED_FROM: &str = "vnest.dev/replicated-from";
+
 /// Hash of the desired state last applied to an operator-made object; a differing hash means
 /// the spec changed and the object must be applied again.
 pub const ANNOTATION_APPLIED_HASH: &str = "vnest.dev/applied-hash";

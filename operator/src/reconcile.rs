@@ -508,7 +508,7 @@ async fn apply_all(original: &VirtualCluster, ctx: &Context) -> Result<Action, E
 
     let template_failed = template_error.is_some();
     let spec_error = template_error.or_else(|| {
-        validate::validate(spec).err().map(|errors| {
+        validate::validate(spec, &namespace).err().map(|errors| {
             errors
                 .iter()
                 .map(ToString::to_string)
@@ -727,6 +727,23 @@ async fn cleanup(vc: &VirtualCluster, ctx: &Context) -> Result<Action, Error> {
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(err) => return Err(err.into()),
         }
+    }
+    // PriorityClasses the syncer copied to the host (toHost.priorityclasses): cluster-scoped,
+    // so scoped by the VirtualCluster's namespace beside its name.
+    let classes: Api<k8s_openapi::api::scheduling::v1::PriorityClass> =
+        Api::all(ctx.client.clone());
+    let class_selector = ListParams::default().labels(&format!(
+        "{}={name},{}={namespace}",
+        meta::LABEL_SYNCER_MANAGED_BY,
+        meta::LABEL_VIRTUAL_CLUSTER_NAMESPACE
+    ));
+    match classes
+        .delete_collection(&DeleteParams::background(), &class_selector)
+        .await
+    {
+        Ok(_) => ctx.metrics.write("PriorityClass", "deletecollection"),
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(err) => return Err(err.into()),
     }
     let selector =
         ListParams::default().labels(&format!("{}={name}", meta::LABEL_SYNCER_MANAGED_BY));

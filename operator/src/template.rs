@@ -352,7 +352,7 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             let spec: VirtualClusterSpec = serde_json::from_value(rendered)
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            crate::validate::validate(&spec)
+            crate::validate::validate(&spec, "team-a")
                 .unwrap_or_else(|e| panic!("{}: {e:?}", path.display()));
             seen.push(template.name_any());
         }

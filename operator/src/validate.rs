@@ -5,7 +5,10 @@
 use std::fmt;
 
 use chrono::{DateTime, Utc};
-use vnest_crds::{DurationSpec, QuantityMap, VirtualClusterSpec, quantity_value};
+use vnest_crds::{
+    DurationSpec, QuantityMap, VirtualClusterSpec, patch::PodPatches, quantity_value,
+    split_service_ref,
+};
 
 use crate::lifecycle::schedule::parse_cron;
 
@@ -80,8 +83,9 @@ impl Checker {
     }
 }
 
-/// Every problem with `spec`, or `Ok` when the operator can apply it.
-pub fn validate(spec: &VirtualClusterSpec) -> Result<(), Vec<FieldError>> {
+/// Every problem with `spec` of a VirtualCluster in `namespace`, or `Ok` when the operator
+/// can apply it.
+pub fn validate(spec: &VirtualClusterSpec, namespace: &str) -> Result<(), Vec<FieldError>> {
     let mut c = Checker { errors: Vec::new() };
 
     let distro = &spec.control_plane.distro;
@@ -119,6 +123,28 @@ pub fn validate(spec: &VirtualClusterSpec) -> Result<(), Vec<FieldError>> {
                 format!("spec.sync.toHost.customResources[{key}]"),
                 "also enabled in spec.sync.fromHost.customResources; a resource syncs in one direction only",
             );
+        }
+    }
+
+    // The syncer may write Services only in its own namespace.
+    for (i, m) in spec
+        .networking
+        .replicate_services
+        .to_host
+        .iter()
+        .enumerate()
+    {
+        let (to_namespace, name) = split_service_ref(&m.to, namespace);
+        if to_namespace != namespace {
+            c.fail(
+                format!("spec.networking.replicateServices.toHost[{i}].to"),
+                format!("{:?} is outside the VirtualCluster's namespace {namespace}; the host Service can only be made there, so write {name} or {namespace}/{name}", m.to),
+            );
+        }
+    }
+    if let Err(errors) = PodPatches::compile(&to_host.pods) {
+        for e in errors {
+            c.fail(e.field, e.message);
         }
     }
 
@@ -206,7 +232,7 @@ mod tests {
 
     fn errors(yaml: &str) -> Vec<String> {
         let spec: VirtualClusterSpec = serde_yaml::from_str(yaml).unwrap();
-        validate(&spec)
+        validate(&spec, "team-alpha")
             .err()
             .unwrap_or_default()
             .iter()
@@ -228,7 +254,7 @@ mod tests {
             let doc: serde_yaml::Value =
                 serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
             let spec: VirtualClusterSpec = serde_yaml::from_value(doc["spec"].clone()).unwrap();
-            assert_eq!(validate(&spec), Ok(()), "{file}");
+            assert_eq!(validate(&spec, "team-alpha"), Ok(()), "{file}");
         }
     }
 
@@ -273,6 +299,39 @@ mod tests {
         assert_eq!(errs.len(), 1);
         assert!(errs[0].starts_with("spec.sync.toHost.customResources[a.example.com]"));
         assert_eq!(errors("sync: {toHost: {priorityclasses: {enabled: true}}, fromHost: {priorityClasses: {enabled: true}}}").len(), 1);
+    }
+
+    /// Pod patches the syncer could not run are refused here, each entry named.
+    #[test]
+    fn unparsable_pod_patches_are_refused() {
+        let errs = errors(
+            r#"sync: {toHost: {pods: {translatePatches: [{path: metadata.labels.app, expression: "'vcluster-' + valu"}], patches: [{path: "spec.volumes[*.hostPath", op: remove}]}}}"#,
+        );
+        assert_eq!(
+            errs,
+            vec![
+                "spec.sync.toHost.pods.patches[0].path: \"spec.volumes[*.hostPath\": '[' at character 13 is never closed",
+                "spec.sync.toHost.pods.translatePatches[0].expression: unknown name valu at character 15; use value or one of the functions lower, upper, replace, trimPrefix, trimSuffix",
+            ]
+        );
+        let ok = errors(
+            r#"sync: {toHost: {pods: {translatePatches: [{path: metadata.labels.app, expression: "'vcluster-' + value"}], patches: [{path: "spec.volumes[*].hostPath", op: remove}]}}}"#,
+        );
+        assert!(ok.is_empty(), "{ok:?}");
+    }
+
+    /// A host replica can only be made in the VirtualCluster's own namespace.
+    #[test]
+    fn replicated_services_to_another_host_namespace_are_refused() {
+        let errs = errors(
+            "networking: {replicateServices: {toHost: [{from: shop/api, to: other/api}, {from: shop/web, to: team-alpha/web}, {from: shop/db, to: db}]}}",
+        );
+        assert_eq!(
+            errs,
+            vec![
+                "spec.networking.replicateServices.toHost[0].to: \"other/api\" is outside the VirtualCluster's namespace team-alpha; the host Service can only be made there, so write api or team-alpha/api"
+            ]
+        );
     }
 
     #[test]

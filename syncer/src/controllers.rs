@@ -17,6 +17,8 @@ use k8s_openapi::api::{
     storage::v1::{CSIDriver, CSINode, StorageClass},
 };
 
+use vnest_crds::patch::PodPatches;
+
 use crate::{
     custom::{self, Resolved},
     engine::{self, Ctx, Follower, Queue, Watches},
@@ -30,9 +32,10 @@ use crate::{
         nodes,
         pdbs::Pdbs,
         pods::Pods,
+        priority_classes,
         pvcs::{self, Pvcs},
         pvs::Pvs,
-        real_nodes,
+        real_nodes, replicated_services,
         secrets::{self, Secrets},
         selector_endpoints,
         service_accounts::ServiceAccounts,
@@ -94,9 +97,14 @@ fn from_host_copies(ctx: &Arc<Ctx>) -> Vec<BoxFuture<'static, ()>> {
 }
 
 /// Runs every enabled engine, and the sync of each resolved custom resource, until one ends
-/// (they only end when their watches do).
-pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) {
+/// (they only end when their watches do); fails at once on a configuration the engines
+/// cannot run.
+pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()> {
     let to_host = ctx.config.sync.to_host.clone();
+    let pod_patches = PodPatches::compile(&to_host.pods).map_err(|errors| {
+        let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        anyhow::anyhow!("invalid pod patches: {}", lines.join("; "))
+    })?;
     let pods = Watches::<Pod>::default();
     let services = Watches::<Service>::default();
     let (virtual_pods, virtual_services, host_services) = (
@@ -219,7 +227,7 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) {
     }
     if to_host.pods.enabled {
         let queue = Queue::default();
-        let syncer = Pods::new(host_services, pods.host.clone(), queue.clone());
+        let syncer = Pods::new(host_services, pods.host.clone(), queue.clone(), pod_patches);
         engines.push(Box::pin(engine::run(
             syncer,
             ctx.clone(),
@@ -276,6 +284,9 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) {
             vec![],
         )));
     }
+    if to_host.priorityclasses.enabled {
+        tasks.push(Box::pin(priority_classes::run(ctx.clone())));
+    }
     engines.extend(from_host_copies(&ctx));
     for resource in custom {
         engines.push(Box::pin(custom::sync::run(ctx.clone(), resource)));
@@ -285,7 +296,10 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) {
     engines.extend(event_task);
     engines.extend(selector_endpoints_task);
     engines.extend(tasks);
+    // Always runs: with no entries left it still deletes the replicas of removed ones.
+    engines.push(Box::pin(replicated_services::run(ctx.clone())));
     if !engines.is_empty() {
         futures::future::select_all(engines).await;
     }
+    Ok(())
 }

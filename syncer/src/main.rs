@@ -200,11 +200,14 @@ async fn main() -> anyhow::Result<()> {
         match custom {
             Some(custom) => controllers::run(ctx, custom).await,
             // Serve /readyz with the reason until restarted.
-            None => futures::future::pending().await,
+            None => futures::future::pending::<anyhow::Result<()>>().await,
         }
     };
     tokio::select! {
-        () = sync => anyhow::bail!("a sync engine stopped"),
+        result = sync => {
+            result?;
+            anyhow::bail!("a sync engine stopped")
+        }
         result = proxy => result.context("the API proxy stopped")?,
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; stopping"),
         _ = terminate.recv() => tracing::info!("terminated; stopping"),

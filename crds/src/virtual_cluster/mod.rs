@@ -155,6 +155,14 @@ pub struct ServiceMapping {
     pub to: String,
 }
 
+/// `(namespace, name)` of a [`ServiceMapping`] side (`<namespace>/<name>` or `<name>`), with
+/// `default_namespace` when it names none.
+pub fn split_service_ref<'a>(reference: &'a str, default_namespace: &'a str) -> (&'a str, &'a str) {
+    reference
+        .split_once('/')
+        .unwrap_or((default_namespace, reference))
+}
+
 /// Extra RBAC rules for the syncer's host permissions.
 #[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

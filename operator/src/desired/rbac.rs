@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use serde_json::json;
-use vnest_crds::{CustomResources, ResourceScope, activity, meta::ChildNames};
+use vnest_crds::{CustomResources, ResourceScope, activity, meta::ChildNames, split_service_ref};
 
 use super::{Child, ChildKind, Input};
 
@@ -93,8 +93,10 @@ pub fn role_rules(input: &Input) -> Vec<PolicyRule> {
             ..rule("", &["services"], &["get"])
         });
     }
+    // replicateServices.toHost makes host Services too.
+    let replicas = !input.spec.networking.replicate_services.to_host.is_empty();
     let core: Vec<&str> = [
-        (to_host.services.enabled, "services"),
+        (to_host.services.enabled || replicas, "services"),
         (to_host.endpoints.enabled, "endpoints"),
         (to_host.configmaps.enabled, "configmaps"),
         (to_host.secrets.enabled, "secrets"),
@@ -165,6 +167,24 @@ pub fn cluster_role_rules(input: &Input) -> Vec<PolicyRule> {
     .collect();
     if !storage.is_empty() {
         rules.push(rule("storage.k8s.io", &storage, READ));
+    }
+    // replicateServices.fromHost reads exactly the named host Services, wherever they are
+    // (the syncer lists and watches them with a metadata.name field selector).
+    let mut replicated: Vec<String> = input
+        .spec
+        .networking
+        .replicate_services
+        .from_host
+        .iter()
+        .map(|m| split_service_ref(&m.from, input.namespace).1.to_string())
+        .collect();
+    replicated.sort();
+    replicated.dedup();
+    if !replicated.is_empty() {
+        rules.push(PolicyRule {
+            resource_names: Some(replicated),
+            ..rule("", &["services"], READ)
+        });
     }
     if from_host.ingress_classes.enabled {
         rules.push(rule("networking.k8s.io", &["ingressclasses"], READ));
@@ -422,6 +442,32 @@ mod tests {
             "clusterissuers",
             "create"
         ));
+    }
+
+    /// fromHost replicas read only the named host Services; toHost ones write Services in
+    /// the namespace even when Services themselves are not synced.
+    #[test]
+    fn replicated_services_get_exactly_the_access_they_need() {
+        let spec = spec_from_yaml(
+            "sync: {toHost: {services: {enabled: false}}}\nnetworking: {replicateServices: {fromHost: [{from: kube-system/dns, to: kube-system/dns}, {from: other/dns, to: x/dns}, {from: db, to: db}]}}",
+        );
+        let i = input(&spec);
+        let rule = cluster_role_rules(&i)
+            .into_iter()
+            .find(|r| r.resources.as_deref() == Some(&["services".to_string()][..]))
+            .expect("a services rule");
+        assert_eq!(rule.verbs, ["get", "list", "watch"]);
+        assert_eq!(
+            rule.resource_names.as_deref(),
+            Some(&["db".to_string(), "dns".to_string()][..])
+        );
+        assert!(!grants(&role_rules(&i), "", "services", "create"));
+        let spec = spec_from_yaml(
+            "sync: {toHost: {services: {enabled: false}}}\nnetworking: {replicateServices: {toHost: [{from: shop/api, to: api}]}}",
+        );
+        let i = input(&spec);
+        assert!(grants(&role_rules(&i), "", "services", "create"));
+        assert!(!grants(&cluster_role_rules(&i), "", "services", "get"));
     }
 
     #[test]

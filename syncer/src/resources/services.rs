@@ -12,6 +12,7 @@ use vnest_crds::meta::ANNOTATION_OBJECT_UID;
 use super::sync_status;
 use crate::{
     engine::{Ctx, Decision, FIELD_MANAGER, Syncer},
+    translate::from_host::is_from_host,
     translate::service::{cluster_ip_to_adopt, host_service, virtual_status, with_cluster_ip},
 };
 
@@ -74,6 +75,10 @@ impl Syncer for Services {
     const KIND: &'static str = "Service";
 
     async fn desired(&self, ctx: &Ctx, virt: &Service) -> anyhow::Result<Decision<Service>> {
+        // A replica of a host Service already has the host's address: no copy needed.
+        if is_from_host(virt) {
+            return Ok(Decision::Skip);
+        }
         Ok(Decision::Sync(host_service(virt, &ctx.target)))
     }
 

@@ -13,6 +13,7 @@ use vnest_crds::meta::{
     ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_NAMESPACE, ANNOTATION_OBJECT_UID,
     ANNOTATION_TOKEN_RENEW_AT,
 };
+use vnest_crds::patch::PodPatches;
 
 use super::Target;
 
@@ -48,6 +49,8 @@ pub struct PodEnv {
     pub sync_service_accounts: bool,
     /// Where the pod's minted virtual token is; without one, projected tokens are dropped.
     pub token: Option<TokenDelivery>,
+    /// `sync.toHost.priorityclasses`: pods name the host copies of their classes.
+    pub sync_priority_classes: bool,
 }
 
 /// ConfigMaps and Secrets (virtual names, in the pod's namespace) a pod uses.
@@ -319,6 +322,9 @@ pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
         .service_account_name
         .take()
         .or(spec.service_account.take());
+    if env.sync_priority_classes {
+        super::priority_class::translate_pod_priority(&mut spec, target);
+    }
     spec.service_account = None;
     spec.service_account_name = match (env.sync_service_accounts, sa) {
         (true, Some(sa)) => Some(target.host_name(&sa, namespace)),
@@ -369,6 +375,16 @@ pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
         spec: Some(spec),
         status: None,
     }
+}
+
+/// Host pod `pod` with the `toHost.pods` patches applied, or why they cannot be.
+pub fn patch_host_pod(pod: Pod, patches: &PodPatches) -> Result<Pod, String> {
+    if patches.is_empty() {
+        return Ok(pod);
+    }
+    let mut value = serde_json::to_value(pod).map_err(|e| e.to_string())?;
+    patches.apply(&mut value)?;
+    serde_json::from_value(value).map_err(|e| format!("the patched pod is not a valid pod: {e}"))
 }
 
 /// The status the virtual pod should show: the host pod's, as the host reports it, except
@@ -428,6 +444,7 @@ spec:
             dns_ip: Some("10.96.0.53".into()),
             sync_service_accounts: false,
             token: None,
+            sync_priority_classes: false,
         }
     }
 
@@ -738,5 +755,45 @@ spec:
             from_yaml("metadata: {name: x}\nstatus: {phase: Pending, qosClass: BestEffort}");
         let status = virtual_status(&host, &virt).unwrap();
         assert_eq!(status.qos_class.as_deref(), Some("BestEffort"));
+    }
+
+    fn patches(yaml: &str) -> PodPatches {
+        PodPatches::compile(&from_yaml(yaml)).unwrap()
+    }
+
+    /// The seed's examples act on the translated host pod: the tenant's label value gets its
+    /// prefix, no volume keeps its host path, the syncer's markers stay.
+    #[test]
+    fn patches_act_on_the_translated_host_pod() {
+        let virt: Pod = from_yaml(
+            "metadata: {name: web, namespace: shop, labels: {app: web}}
+spec:
+  containers: [{name: app, image: nginx}]
+  volumes: [{name: root, hostPath: {path: /}}]",
+        );
+        let host = host_pod(&virt, &target(), &env());
+        let p = patches(
+            "translatePatches: [{path: metadata.labels.app, expression: \"'vcluster-' + value\"}]\npatches: [{path: 'spec.volumes[*].hostPath', op: remove}]",
+        );
+        let patched = patch_host_pod(host, &p).unwrap();
+        let labels = patched.metadata.labels.as_ref().unwrap();
+        assert_eq!(labels["app"], "vcluster-web");
+        assert_eq!(labels[vnest_crds::meta::LABEL_SYNCER_MANAGED_BY], "vc");
+        let volume = &patched.spec.unwrap().volumes.unwrap()[0];
+        assert_eq!(volume.name, "root");
+        assert!(volume.host_path.is_none());
+    }
+
+    /// A patch the pod cannot take is reported, not half-applied.
+    #[test]
+    fn a_failing_patch_is_reported() {
+        let p = patches("translatePatches: [{path: spec.priority, expression: \"'1'\"}]");
+        let mut virt: Pod = from_yaml(POD);
+        virt.spec.as_mut().unwrap().priority = Some(5);
+        let err = patch_host_pod(host_pod(&virt, &target(), &env()), &p).unwrap_err();
+        assert!(
+            err.contains("translatePatches[0] (spec.priority): the field is a number"),
+            "{err}"
+        );
     }
 }

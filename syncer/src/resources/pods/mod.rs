@@ -12,13 +12,13 @@ use kube::{
     runtime::reflector::{ObjectRef, Store},
 };
 use tokio::sync::OnceCell;
-use vnest_crds::translate::host_name;
+use vnest_crds::{patch::PodPatches, translate::host_name};
 
 use super::{metadata_covers, sync_status};
 use crate::{
     engine::{Ctx, Decision, HostGone, Queue, Syncer},
     translate::{
-        pod::{PodEnv, TokenDelivery, host_pod, requested_tokens, virtual_status},
+        pod::{PodEnv, TokenDelivery, host_pod, patch_host_pod, requested_tokens, virtual_status},
         pod_security,
     },
 };
@@ -34,16 +34,24 @@ pub struct Pods {
     host_pods: Store<Pod>,
     api_service: OnceCell<(String, i32)>,
     tokens: Tokens,
+    /// `toHost.pods.patches` and `translatePatches`, parsed once.
+    patches: PodPatches,
 }
 
 impl Pods {
     /// `queue` is the pod queue: pods are queued again when their token is due.
-    pub fn new(host_services: Store<Service>, host_pods: Store<Pod>, queue: Queue) -> Self {
+    pub fn new(
+        host_services: Store<Service>,
+        host_pods: Store<Pod>,
+        queue: Queue,
+        patches: PodPatches,
+    ) -> Self {
         Pods {
             host_services,
             host_pods,
             api_service: OnceCell::new(),
             tokens: Tokens::new(queue),
+            patches,
         }
     }
 
@@ -159,8 +167,16 @@ impl Syncer for Pods {
             dns_ip: self.dns_ip(ctx),
             sync_service_accounts: ctx.config.sync.to_host.serviceaccounts.enabled,
             token,
+            sync_priority_classes: ctx.config.sync.to_host.priorityclasses.enabled,
         };
-        Ok(Decision::Sync(host_pod(virt, &ctx.target, &env)))
+        let pod = host_pod(virt, &ctx.target, &env);
+        Ok(match patch_host_pod(pod, &self.patches) {
+            Ok(pod) => Decision::Sync(pod),
+            Err(note) => Decision::Refuse {
+                reason: "PodPatchFailed",
+                note: format!("not synced to the host: {note}"),
+            },
+        })
     }
 
     /// A pod's spec is immutable once created: only its labels and annotations follow.
