@@ -14,8 +14,9 @@ use k8s_openapi::api::{
     networking::v1::{Ingress, IngressClass, NetworkPolicy},
     policy::v1::PodDisruptionBudget,
     scheduling::v1::PriorityClass,
-    storage::v1::{CSIDriver, CSINode, StorageClass},
+    storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass},
 };
+use kube::discovery::ApiResource;
 
 use vnest_crds::patch::PodPatches;
 
@@ -288,6 +289,16 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
         tasks.push(Box::pin(priority_classes::run(ctx.clone())));
     }
     engines.extend(from_host_copies(&ctx));
+    // Namespaced, so not for the cluster-scoped Mirror runner: host capacities are copied
+    // into the virtual namespace of the same name, as from-host custom resources are.
+    if ctx.config.sync.from_host.csi_storage_capacities.enabled {
+        let capacities =
+            Resolved::built_in_from_host(ApiResource::erase::<CSIStorageCapacity>(&()));
+        engines.push(Box::pin(custom::sync::run(
+            ctx.clone(),
+            Arc::new(capacities),
+        )));
+    }
     for resource in custom {
         engines.push(Box::pin(custom::sync::run(ctx.clone(), resource)));
     }

@@ -1,11 +1,13 @@
 //! Storage and networking resources through the syncer as a real process on the operator's
 //! ServiceAccount: a tenant claim binds to a host volume (made by hand: the bed has no
 //! provisioner) and the bound volume appears in the virtual cluster; a NetworkPolicy's
-//! translated selectors select exactly the tenant's host pods.
+//! translated selectors select exactly the tenant's host pods; host CSIStorageCapacities
+//! are shown in the virtual namespace of the same name.
 
 use k8s_openapi::api::{
-    core::v1::{PersistentVolume, PersistentVolumeClaim, Pod},
+    core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod},
     networking::v1::NetworkPolicy,
+    storage::v1::CSIStorageCapacity,
 };
 use kube::{
     Api,
@@ -14,7 +16,7 @@ use kube::{
 };
 use serde_json::json;
 use vnest_crds::translate::host_name;
-use vnest_tests::tenant::{TIMEOUT, VC, setup};
+use vnest_tests::tenant::{TIMEOUT, VC, absent, present, setup};
 use vnest_tests::{SyncerProcess, fixtures::free_port, wait};
 
 #[tokio::test]
@@ -215,5 +217,77 @@ async fn a_network_policy_selects_exactly_the_tenants_host_pods() {
     let peer = spec.ingress.unwrap()[0].from.clone().unwrap()[0].clone();
     assert_eq!(peer.namespace_selector, None);
     assert_eq!(selected(peer.pod_selector.as_ref().unwrap()).await, [db]);
+    s.teardown().await;
+}
+
+#[tokio::test]
+async fn host_storage_capacities_are_shown_in_the_namespace_of_the_same_name() {
+    let s = setup("st-csc", json!({})).await;
+    // The host namespace named like the tenant's virtual namespace holds a capacity, as a
+    // CSI driver's namespace would.
+    let host_ns = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some(s.vns.name.clone()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let namespaces: Api<Namespace> = Api::all(s.host.clone());
+    namespaces
+        .create(&PostParams::default(), &host_ns)
+        .await
+        .expect("host namespace");
+    let host_capacities: Api<CSIStorageCapacity> = Api::namespaced(s.host.clone(), &s.vns.name);
+    let capacity: CSIStorageCapacity = serde_json::from_value(json!({
+        "metadata": { "name": "fast-zone-a" },
+        "storageClassName": "fast", "capacity": "10Gi",
+        "nodeTopology": { "matchLabels": { "topology.kubernetes.io/zone": "a" } },
+    }))
+    .unwrap();
+    host_capacities
+        .create(&PostParams::default(), &capacity)
+        .await
+        .unwrap();
+    let _syncer = SyncerProcess::start(&s.wiring, free_port());
+
+    let virt_capacities: Api<CSIStorageCapacity> = s.virt_api();
+    let copy = wait::until("virtual copy of the capacity", TIMEOUT, || {
+        present(&virt_capacities, "fast-zone-a")
+    })
+    .await;
+    assert_eq!(copy.storage_class_name, "fast");
+    assert_eq!(copy.capacity.unwrap().0, "10Gi");
+    assert_eq!(copy.metadata.labels.unwrap()["vnest.dev/from-host"], "true");
+
+    host_capacities
+        .patch(
+            "fast-zone-a",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({ "capacity": "20Gi" })),
+        )
+        .await
+        .unwrap();
+    wait::until("the copy follows the host", TIMEOUT, || async {
+        let c = virt_capacities
+            .get("fast-zone-a")
+            .await
+            .map_err(|e| e.to_string())?;
+        let capacity = c.capacity.map(|q| q.0);
+        (capacity.as_deref() == Some("20Gi"))
+            .then_some(())
+            .ok_or(format!("{capacity:?}"))
+    })
+    .await;
+    host_capacities
+        .delete("fast-zone-a", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait::until("the copy goes with the host object", TIMEOUT, || {
+        absent(&virt_capacities, "fast-zone-a")
+    })
+    .await;
+    let _ = namespaces
+        .delete(&s.vns.name, &DeleteParams::background())
+        .await;
     s.teardown().await;
 }

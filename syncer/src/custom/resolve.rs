@@ -33,6 +33,8 @@ pub enum Backing {
     /// An extension API server behind this APIService: a schemaless CRD is generated, and
     /// to-host writes are written through synchronously.
     Aggregated { api_service: String },
+    /// A kind both API servers serve themselves (CSIStorageCapacities): nothing to resolve.
+    BuiltIn,
 }
 
 /// A resolution that cannot succeed before the next start: the host does not serve the
@@ -58,6 +60,23 @@ pub struct Resolved {
 }
 
 impl Resolved {
+    /// A built-in namespaced kind copied from the host with the custom-resource machinery.
+    pub fn built_in_from_host(resource: ApiResource) -> Self {
+        Resolved {
+            key: ResourceKey {
+                plural: resource.plural.clone(),
+                group: resource.group.clone(),
+                version: Some(resource.version.clone()),
+            },
+            direction: Direction::FromHost,
+            resource,
+            namespaced: true,
+            virtual_status: false,
+            backing: Backing::BuiltIn,
+            queue: Queue::default(),
+        }
+    }
+
     /// `<plural>.<group>`, as metrics and logs name it.
     pub fn name(&self) -> String {
         self.key.resource()
