@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::{
     NamespaceResourceScope,
-    api::core::v1::{Pod, Secret, ServiceAccount},
+    api::core::v1::{Event, Pod, Secret, ServiceAccount},
 };
 use kube::{
     Api, Client, Resource,
@@ -179,6 +179,25 @@ where
         None => Ok(()),
         Some(_) => Err(format!("{name} still exists")),
     }
+}
+
+/// The first Warning event about virtual object `name`.
+pub async fn warning_about(s: &Tenant, name: &str) -> Event {
+    let events: Api<Event> = s.virt_api();
+    wait::until(&format!("Warning event about {name}"), TIMEOUT, || async {
+        let list = events
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        list.items
+            .into_iter()
+            .find(|e| {
+                e.involved_object.name.as_deref() == Some(name)
+                    && e.type_.as_deref() == Some("Warning")
+            })
+            .ok_or("no event yet".to_string())
+    })
+    .await
 }
 
 pub fn phase(pod: &Pod) -> Option<&str> {

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Event, Node, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Node, Pod, Secret, Service};
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, ListParams},
@@ -18,7 +18,9 @@ use vnest_crds::meta::{
     ANNOTATION_OBJECT_KIND, ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_NAMESPACE,
     ANNOTATION_OBJECT_UID, LABEL_SYNCER_MANAGED_BY, LABEL_SYNCER_NAMESPACE,
 };
-use vnest_tests::tenant::{TIMEOUT, Tenant as Setup, VC, absent, phase, present, setup};
+use vnest_tests::tenant::{
+    TIMEOUT, Tenant as Setup, VC, absent, phase, present, setup, warning_about,
+};
 use vnest_tests::{bed, wait};
 
 fn pod(name: &str, labels: Value, spec: Value) -> Value {
@@ -409,21 +411,7 @@ async fn pod_security_refusals_and_names_at_the_63_character_edge() {
         json!({ "hostNetwork": true, "containers": [{ "name": "app", "image": "nginx" }] }),
     ))
     .await;
-    let events: Api<Event> = s.virt_api();
-    let event = wait::until("PodSecurityViolation event", TIMEOUT, || async {
-        let list = events
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        list.items
-            .into_iter()
-            .find(|e| {
-                e.involved_object.name.as_deref() == Some("hostnet")
-                    && e.type_.as_deref() == Some("Warning")
-            })
-            .ok_or("no event yet".to_string())
-    })
-    .await;
+    let event = warning_about(&s, "hostnet").await;
     assert_eq!(event.reason.as_deref(), Some("PodSecurityViolation"));
     assert!(
         event

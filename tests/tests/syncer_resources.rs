@@ -6,7 +6,7 @@
 //! trip with their status; fromHost classes are shown read-only.
 
 use k8s_openapi::api::{
-    core::v1::{Event, Pod, Secret, Service},
+    core::v1::{Pod, Secret, Service},
     networking::v1::{Ingress, IngressClass},
     policy::v1::PodDisruptionBudget,
     scheduling::v1::PriorityClass,
@@ -14,7 +14,7 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api,
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    api::{DeleteParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
 use vnest_crds::{
@@ -22,27 +22,8 @@ use vnest_crds::{
     meta::{LABEL_FROM_HOST, LABEL_SYNCER_MANAGED_BY, SYNCER_CONFIG_KEY},
     translate::host_cluster_name,
 };
-use vnest_tests::tenant::{TIMEOUT, Tenant, VC, absent, present, setup};
+use vnest_tests::tenant::{TIMEOUT, Tenant, VC, absent, present, setup, warning_about};
 use vnest_tests::{TestNamespace, fixtures::patch_spec, syncer::SyncerWiring, wait};
-
-/// The first Warning event about virtual object `name`.
-async fn warning_about(s: &Tenant, name: &str) -> Event {
-    let events: Api<Event> = s.virt_api();
-    wait::until(&format!("Warning event about {name}"), TIMEOUT, || async {
-        let list = events
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        list.items
-            .into_iter()
-            .find(|e| {
-                e.involved_object.name.as_deref() == Some(name)
-                    && e.type_.as_deref() == Some("Warning")
-            })
-            .ok_or("no event yet".to_string())
-    })
-    .await
-}
 
 /// The seed's two pod examples on the bed: the tenant's `app` label arrives prefixed, no
 /// volume keeps its host path, a later label change follows patched; a pod whose patched

@@ -67,19 +67,7 @@ impl Target {
     pub fn host_meta(&self, kind: &str, virt: &ObjectMeta) -> ObjectMeta {
         let name = virt.name.as_deref().unwrap_or_default();
         let namespace = virt.namespace.as_deref().unwrap_or_default();
-        let mut annotations: BTreeMap<String, String> = virt
-            .annotations
-            .iter()
-            .flatten()
-            .filter(|(k, _)| annotation_passes(k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        annotations.extend(translate::object_annotations(
-            kind,
-            name,
-            namespace,
-            virt.uid.as_deref().unwrap_or_default(),
-        ));
+        let annotations = host_annotations(kind, virt);
         ObjectMeta {
             name: Some(self.host_name(name, namespace)),
             namespace: Some(self.host_namespace.clone()),
@@ -92,6 +80,25 @@ impl Target {
             ..Default::default()
         }
     }
+}
+
+/// The annotations of the host copy of `kind` object `virt`: the tenant's own (those that
+/// pass the reserved-key filter) plus the `object-*` annotations naming the original.
+pub fn host_annotations(kind: &str, virt: &ObjectMeta) -> BTreeMap<String, String> {
+    let mut annotations: BTreeMap<String, String> = virt
+        .annotations
+        .iter()
+        .flatten()
+        .filter(|(k, _)| annotation_passes(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    annotations.extend(translate::object_annotations(
+        kind,
+        virt.name.as_deref().unwrap_or_default(),
+        virt.namespace.as_deref().unwrap_or_default(),
+        virt.uid.as_deref().unwrap_or_default(),
+    ));
+    annotations
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use vnest_crds::{
     translate,
 };
 
-use super::{Target, annotation_passes};
+use super::{Target, host_annotations};
 
 /// The host name of virtual class `name`, or `None` for the API server's own classes.
 pub fn host_class_name(name: &str, target: &Target) -> Option<String> {
@@ -51,20 +51,7 @@ pub fn host_copies_selector(target: &Target) -> String {
 pub fn host_priority_class(virt: &PriorityClass, target: &Target) -> Option<PriorityClass> {
     let name = virt.metadata.name.as_deref().unwrap_or_default();
     let host_name = host_class_name(name, target)?;
-    let mut annotations: BTreeMap<String, String> = virt
-        .metadata
-        .annotations
-        .iter()
-        .flatten()
-        .filter(|(k, _)| annotation_passes(k))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    annotations.extend(translate::object_annotations(
-        "PriorityClass",
-        name,
-        "",
-        virt.metadata.uid.as_deref().unwrap_or_default(),
-    ));
+    let annotations = host_annotations("PriorityClass", &virt.metadata);
     Some(PriorityClass {
         metadata: ObjectMeta {
             name: Some(host_name),
