@@ -1,6 +1,7 @@
 //! vnest-syncer: fronts a virtual cluster's API server and syncs its objects with the host
 //! namespace the VirtualCluster lives in.
 
+pub mod cache;
 pub mod controllers;
 pub mod custom;
 pub mod diff;

@@ -10,7 +10,6 @@ use kube::{
     Api, Client, ResourceExt,
     api::{DeleteParams, DynamicObject, Patch, PatchParams},
     runtime::{
-        WatchStreamExt,
         reflector::{self, ObjectRef, Store, reflector},
         watcher,
     },
@@ -22,6 +21,7 @@ use vnest_crds::{
 };
 
 use super::{key::Direction, object, resolve::Resolved};
+use crate::cache;
 use crate::engine::{self, Ctx, FIELD_MANAGER, Key, Queue, is_not_found, virtual_key};
 
 /// Workers per custom resource.
@@ -76,14 +76,11 @@ pub async fn run(ctx: Arc<Ctx>, res: Arc<Resolved>) {
     };
     let virt_events = reflector(
         virt_writer,
-        watcher(api(&res, &ctx.virt, None), virt_config).default_backoff(),
+        cache::watch(api(&res, &ctx.virt, None), virt_config),
     )
     .map(|e| (true, e));
-    let host_events = reflector(
-        host_writer,
-        watcher(host_api, host_config).default_backoff(),
-    )
-    .map(|e| (false, e));
+    let host_events =
+        reflector(host_writer, cache::watch(host_api, host_config)).map(|e| (false, e));
     let runner = Arc::new(Runner {
         ctx: ctx.clone(),
         res: res.clone(),

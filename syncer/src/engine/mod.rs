@@ -24,7 +24,6 @@ use kube::{
     Api, Client, Resource, ResourceExt,
     api::{DeleteParams, Patch, PatchParams},
     runtime::{
-        WatchStreamExt,
         events::{Event as KubeEvent, EventType, Recorder},
         reflector::{self, ObjectRef, Store, reflector},
         watcher,
@@ -37,6 +36,7 @@ use vnest_crds::{
     translate::managed_by_selector,
 };
 
+use crate::cache;
 use crate::{diff::covers, metrics::Metrics, translate::Target};
 pub use queue::{Key, Queue};
 
@@ -288,11 +288,10 @@ pub async fn run<S: Syncer>(
         reported: Mutex::default(),
     });
     let host_ns = ctx.target.host_namespace.clone();
-    let virt_events = watcher(
+    let virt_events = cache::watch(
         Api::<S::K>::all(ctx.virt.clone()),
         watcher::Config::default(),
     )
-    .default_backoff()
     .try_filter({
         let ctx = ctx.clone();
         move |ev| {
@@ -311,11 +310,10 @@ pub async fn run<S: Syncer>(
     let host_config = watcher::Config::default().labels(&managed_by_selector(&ctx.target.vc));
     let host_events = reflector(
         watches.host_writer,
-        watcher(
+        cache::watch(
             Api::<S::K>::namespaced(ctx.host.clone(), &host_ns),
             host_config,
-        )
-        .default_backoff(),
+        ),
     )
     .map(|e| (false, e));
     let (host_store, target) = (watches.host.clone(), ctx.target.clone());

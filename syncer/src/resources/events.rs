@@ -17,6 +17,7 @@ use kube::{
 };
 use vnest_crds::meta::{ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_NAMESPACE};
 
+use crate::cache;
 use crate::{
     engine::{Ctx, FIELD_MANAGER, Queue},
     translate::event::{VirtualObject, is_own, virtual_event},
@@ -107,8 +108,7 @@ pub async fn run(ctx: Arc<Ctx>, host_pods: Store<Pod>, virt_pods: Store<Pod>) {
     let (events, writer) = reflector::store();
     let api: Api<Event> = Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
     let config = watcher::Config::default().fields("involvedObject.kind=Pod");
-    let watch = reflector::reflector(writer, watcher(api, config))
-        .default_backoff()
+    let watch = reflector::reflector(writer, cache::watch(api, config))
         .touched_objects()
         .for_each({
             let queue = queue.clone();

@@ -12,7 +12,6 @@ use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, Patch, PatchParams},
     runtime::{
-        WatchStreamExt,
         reflector::{self, ObjectRef, Store, reflector},
         watcher,
     },
@@ -20,6 +19,7 @@ use kube::{
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::json;
 
+use crate::cache;
 use crate::{
     diff::covers,
     engine::{self, Ctx, FIELD_MANAGER, Key, Queue, is_not_found},
@@ -106,19 +106,17 @@ pub async fn run<M: Mirror>(mirror: M, ctx: Arc<Ctx>, queue: Queue) {
     let (virt, virt_writer) = reflector::store();
     let host_events = reflector(
         host_writer,
-        watcher(
+        cache::watch(
             Api::<M::K>::all(ctx.host.clone()),
             watcher::Config::default(),
-        )
-        .default_backoff(),
+        ),
     );
     let virt_events = reflector(
         virt_writer,
-        watcher(
+        cache::watch(
             Api::<M::K>::all(ctx.virt.clone()),
             watcher::Config::default().labels(LABEL_FROM_HOST),
-        )
-        .default_backoff(),
+        ),
     );
     let events = stream::select(host_events, virt_events).for_each({
         let queue = queue.clone();

@@ -6,12 +6,12 @@ use k8s_openapi::api::{core::v1::Namespace, networking::v1::NetworkPolicy};
 use kube::{
     Api, ResourceExt,
     runtime::{
-        WatchStreamExt,
         reflector::{self, Store},
         watcher,
     },
 };
 
+use crate::cache;
 use crate::{
     engine::{Ctx, Decision, Queue, Syncer},
     translate::network_policy::{NamespaceLabels, host_network_policy},
@@ -30,11 +30,10 @@ pub fn watch_namespaces(
     queue: Queue,
 ) -> (Store<Namespace>, BoxFuture<'static, ()>) {
     let (store, writer) = reflector::store();
-    let events = watcher(
+    let events = cache::watch(
         Api::<Namespace>::all(ctx.virt.clone()),
         watcher::Config::default(),
-    )
-    .default_backoff();
+    );
     let task = reflector::reflector(writer, events).for_each(move |event| {
         if event.is_ok() {
             for policy in policies.state() {

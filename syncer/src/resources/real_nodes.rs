@@ -19,6 +19,7 @@ use kube::{
 use serde_json::json;
 use vnest_crds::meta::ANNOTATION_APPLIED_HASH;
 
+use crate::cache;
 use crate::{
     diff::covers,
     engine::{Ctx, FIELD_MANAGER, Key, Queue, is_not_found},
@@ -123,9 +124,8 @@ fn watch_nodes(client: kube::Client, queue: Queue) -> (Store<Node>, impl Future<
     let (store, writer) = reflector::store();
     let events = reflector::reflector(
         writer,
-        watcher(Api::<Node>::all(client), watcher::Config::default()),
+        cache::watch(Api::<Node>::all(client), watcher::Config::default()),
     )
-    .default_backoff()
     .touched_objects()
     .for_each(move |node| {
         match node {

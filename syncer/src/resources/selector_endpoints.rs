@@ -21,6 +21,7 @@ use vnest_crds::{
     translate::managed_by_selector,
 };
 
+use crate::cache;
 use crate::{
     engine::{Ctx, FIELD_MANAGER, Key, Queue},
     translate::endpoints::{ANNOTATION_FROM_HOST, LABEL_ENDPOINTS_MANAGED_BY, virtual_endpoints},
@@ -114,8 +115,7 @@ pub async fn run(ctx: Arc<Ctx>, caches: Caches, queue: Queue) {
     let (host_endpoints, writer) = reflector::store();
     let api: Api<Endpoints> = Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
     let config = watcher::Config::default().labels(&managed_by_selector(&ctx.target.vc));
-    let watch = reflector::reflector(writer, watcher(api, config))
-        .default_backoff()
+    let watch = reflector::reflector(writer, cache::watch(api, config))
         .touched_objects()
         .for_each({
             let (queue, services, host_ns) = (
