@@ -21,8 +21,10 @@ use vnest_crds::{
 };
 
 use super::{key::Direction, object, resolve::Resolved};
-use crate::cache;
-use crate::engine::{self, Ctx, FIELD_MANAGER, Key, Queue, is_not_found, virtual_key};
+use crate::{
+    cache,
+    engine::{self, Ctx, FIELD_MANAGER, Key, Queue, is_not_found, virtual_key},
+};
 
 /// Workers per custom resource.
 const WORKERS: usize = 4;

@@ -36,8 +36,7 @@ use vnest_crds::{
     translate::managed_by_selector,
 };
 
-use crate::cache;
-use crate::{diff::covers, metrics::Metrics, translate::Target};
+use crate::{cache, diff::covers, metrics::Metrics, translate::Target};
 pub use queue::{Key, Queue};
 
 /// Field manager of every host write.

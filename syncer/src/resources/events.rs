@@ -17,8 +17,8 @@ use kube::{
 };
 use vnest_crds::meta::{ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_NAMESPACE};
 
-use crate::cache;
 use crate::{
+    cache,
     engine::{Ctx, FIELD_MANAGER, Queue},
     translate::event::{VirtualObject, is_own, virtual_event},
 };

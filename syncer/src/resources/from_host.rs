@@ -19,8 +19,8 @@ use kube::{
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::json;
 
-use crate::cache;
 use crate::{
+    cache,
     diff::covers,
     engine::{self, Ctx, FIELD_MANAGER, Key, Queue, is_not_found},
     translate::from_host::{LABEL_FROM_HOST, is_from_host, virtual_copy},

@@ -11,8 +11,8 @@ use kube::{
     },
 };
 
-use crate::cache;
 use crate::{
+    cache,
     engine::{Ctx, Decision, Queue, Syncer},
     translate::network_policy::{NamespaceLabels, host_network_policy},
 };

@@ -21,8 +21,8 @@ use vnest_crds::{
     translate::managed_by_selector,
 };
 
-use crate::cache;
 use crate::{
+    cache,
     engine::{Ctx, FIELD_MANAGER, Key, Queue},
     translate::endpoints::{ANNOTATION_FROM_HOST, LABEL_ENDPOINTS_MANAGED_BY, virtual_endpoints},
 };
