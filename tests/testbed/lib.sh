@@ -26,9 +26,13 @@ SAMPLE_APISERVER_PORT=16445
 # proxy's) here, where a test or the sandbox runs the syncer's proxy.
 POD_PROXY_PORT=18443
 ALL_PORTS="$ETCD_PORT $ETCD_PEER_PORT $HOST_PORT $HOST_KCM_PORT $HOST_SCHED_PORT $KWOK_PORT $VIRTUAL_PORT $VIRTUAL_KCM_PORT $SAMPLE_APISERVER_PORT"
+# The real node (node.sh): constants, preflight, start and stop.
+# shellcheck source=node.sh
+source "$(dirname "${BASH_SOURCE[0]}")/node.sh"
+ALL_PORTS="$ALL_PORTS $KUBELET_HEALTHZ_PORT $KUBE_PROXY_HEALTHZ_PORT $KUBE_PROXY_METRICS_PORT"
 
 # Executable names of the components; used to recognise our processes in /proc.
-COMPONENT_EXES="etcd kube-apiserver kube-controller-manager kube-scheduler kwok sample-apiserver"
+COMPONENT_EXES="etcd kube-apiserver kube-controller-manager kube-scheduler kwok sample-apiserver kubelet kube-proxy containerd containerd-shim-runc-v2 socat"
 REAPER_MARK=vnest-testbed-reaper
 
 say() { echo "[testbed] $*" >&2; }
@@ -105,25 +109,31 @@ reaper_pid() {
 }
 
 # Stops the components in dependency order (clients, then API servers, then etcd): an API
-# server whose etcd is already gone hangs in its shutdown until KILLed.
+# server whose etcd is already gone hangs in its shutdown until KILLed. The real node's
+# containers go after its kubelet (which would restart them) and before containerd; its mounts,
+# iptables rules and bridge last (node_stop), before anyone deletes the state folder.
 stop_components() {
   local tier n p pids all
   all=$(component_pids)
-  for tier in "kwok host-scheduler host-controller-manager virtual-controller-manager" \
-    "host-apiserver virtual-apiserver"; do
+  for tier in "kubelet kube-proxy apiserver-relay kwok host-scheduler host-controller-manager virtual-controller-manager" \
+    "containerd host-apiserver virtual-apiserver"; do
     pids=""
     for n in $tier; do
       p=$(cat "$PIDS/$n.pid" 2>/dev/null) || continue
       case " $(echo $all) " in *" $p "*) pids="$pids $p" ;; esac
     done
+    if [ "$tier" != "${tier#containerd}" ]; then
+      node_containers_stop "$(cat "$STATE/node-bin" 2>/dev/null || true)"
+    fi
     # shellcheck disable=SC2086
     stop_pids $pids || return 1
   done
-  # etcd and anything found only by the /proc scan.
+  # etcd, containerd's shims and anything found only by the /proc scan.
   pids=""
   for p in $all; do alive "$p" && pids="$pids $p"; done
   # shellcheck disable=SC2086
-  stop_pids $pids
+  stop_pids $pids || return 1
+  node_stop "$(cat "$STATE/node-bin" 2>/dev/null || true)"
 }
 
 STATE_MARK=.vnest-testbed

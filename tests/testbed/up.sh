@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # Starts (idempotently) a local Kubernetes test bed: etcd, a "host" cluster (kube-apiserver,
-# kube-controller-manager, kube-scheduler, kwok with two fake nodes) and a "virtual"
-# kube-apiserver with its own kube-controller-manager, sharing the etcd under another prefix.
+# kube-controller-manager, kube-scheduler, kwok with two fake nodes, and a real node: containerd,
+# runc, CNI, kubelet, kube-proxy — see node.sh) and a "virtual" kube-apiserver with its own
+# kube-controller-manager, sharing the etcd under another prefix.
 # Prints the env file path as the only stdout line; progress goes to stderr.
 #
 #   up.sh [--owner-pid PID]   tear the bed down (down.sh) once PID exits
+#
+# VNEST_TESTBED_NODE=required (default): a machine that cannot run the real node fails the
+# start within seconds, naming the missing feature. =optional: the bed starts without it and
+# the env file says why (VNEST_TESTBED_NODE=absent: ...); the sandbox uses this.
 set -eEuo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 source "$here/lib.sh"
 
 owner_pid=""
+node_mode=${VNEST_TESTBED_NODE:-required}
+case $node_mode in required | optional) ;; *) echo "up.sh: VNEST_TESTBED_NODE must be required or optional, not '$node_mode'" >&2; exit 2 ;; esac
 while [ $# -gt 0 ]; do
   case $1 in
     --owner-pid) owner_pid=${2:?--owner-pid needs a PID}; shift 2 ;;
@@ -45,8 +52,13 @@ readyz() {
 # both API servers ready.
 healthy() {
   [ -f "$ENV_FILE" ] || return 1
-  local n p
-  for n in etcd host-apiserver host-controller-manager host-scheduler kwok virtual-apiserver virtual-controller-manager sample-apiserver; do
+  local n p parts="etcd host-apiserver host-controller-manager host-scheduler kwok virtual-apiserver virtual-controller-manager sample-apiserver"
+  if grep -q "^VNEST_TESTBED_NODE=$NODE_NAME$" "$ENV_FILE"; then
+    parts="$parts containerd kubelet kube-proxy apiserver-relay"
+  elif [ "$node_mode" = required ]; then
+    return 1
+  fi
+  for n in $parts; do
     p=$(cat "$PIDS/$n.pid" 2>/dev/null) || return 1
     alive "$p" && ours "$p" || return 1
   done
@@ -102,8 +114,21 @@ mkdir -p "$PKI" "$LOGS" "$PIDS" "$STATE/etcd" "$STATE/kwok-home"
 touch "$STATE/$STATE_MARK"
 chmod 700 "$STATE/etcd" "$PKI"
 
+# The real node's kernel features, checked before anything starts.
+node_absent=""
+if ! why=$(node_preflight); then
+  if [ "$node_mode" = required ]; then
+    echo "up.sh: $why" >&2
+    echo "up.sh: (VNEST_TESTBED_NODE=optional starts the bed without the real node)" >&2
+    remove_state || true
+    exit 1
+  fi
+  node_absent=$why
+  say "no real node: $why"
+fi
+
 busy="" listening=" $(ss -Htln 2>/dev/null | awk '{ sub(/.*:/, "", $4); printf "%s ", $4 }')"
-for p in $ALL_PORTS; do
+for p in $ALL_PORTS $KUBELET_PORT; do
   case $listening in *" $p "*) busy="$busy $p" ;; esac
 done
 if [ -n "$busy" ]; then
@@ -113,6 +138,11 @@ if [ -n "$busy" ]; then
 fi
 
 BIN=$(bash "$here/build.sh") || { echo "up.sh: build.sh failed" >&2; exit 1; }
+NODE_BIN=""
+if [ -z "$node_absent" ]; then
+  NODE_BIN=$(bash "$here/build-node.sh") || { echo "up.sh: build-node.sh failed" >&2; exit 1; }
+  echo "$NODE_BIN" >"$STATE/node-bin"
+fi
 KUBECTL=("$BIN/kubectl" --cache-dir="$STATE/kube-cache")
 
 # Called on any failure after this point: show the log of the failing component, stop
@@ -171,6 +201,8 @@ gen_pki() {
   gen_cert admin ca 'O = system:masters\nCN = vnest-admin' clientAuth &
   gen_cert controller-manager ca 'CN = system:kube-controller-manager' clientAuth &
   gen_cert scheduler ca 'CN = system:kube-scheduler' clientAuth &
+  gen_cert node ca "O = system:nodes\nCN = system:node:$NODE_NAME" clientAuth &
+  gen_cert kube-proxy ca 'CN = system:kube-proxy' clientAuth &
   gen_cert front-proxy-client front-proxy-ca 'CN = front-proxy-client' clientAuth &
   # The aggregator checks the name of the APIService's Service, not the address it dials.
   gen_cert sample-apiserver ca 'CN = api.wardle.svc' serverAuth "DNS:api.wardle.svc,DNS:localhost,IP:127.0.0.1" &
@@ -184,11 +216,11 @@ gen_pki() {
 }
 # Generated once and kept across down.sh; regenerated when the layout changed (PKI_VERSION)
 # or a certificate expires within 30 days.
-PKI_VERSION=2
+PKI_VERSION=3
 pki_current() {
   [ "$(cat "$PKI/.complete" 2>/dev/null)" = "$PKI_VERSION" ] || return 1
   local c
-  for c in ca front-proxy-ca apiserver admin controller-manager scheduler front-proxy-client sample-apiserver; do
+  for c in ca front-proxy-ca apiserver admin controller-manager scheduler node kube-proxy front-proxy-client sample-apiserver; do
     openssl x509 -noout -checkend 2592000 -in "$PKI/$c.crt" >/dev/null 2>&1 || return 1
   done
   [ -f "$PKI/sa.key" ] && [ -f "$PKI/sa.pub" ]
@@ -231,6 +263,8 @@ write_kubeconfig "$VIRTUAL_KC" "$VIRTUAL_SERVER" vnest-virtual admin
 write_kubeconfig "$STATE/host-controller-manager.kubeconfig" "$HOST_SERVER" vnest-host controller-manager
 write_kubeconfig "$STATE/host-scheduler.kubeconfig" "$HOST_SERVER" vnest-host scheduler
 write_kubeconfig "$STATE/virtual-controller-manager.kubeconfig" "$VIRTUAL_SERVER" vnest-virtual controller-manager
+write_kubeconfig "$STATE/kubelet.kubeconfig" "$HOST_SERVER" vnest-host node
+write_kubeconfig "$STATE/kube-proxy.kubeconfig" "$HOST_SERVER" vnest-host kube-proxy
 
 # ---------------------------------------------------------------- processes
 # launch NAME CMD...: detached (own session, SIGHUP ignored, no inherited fds), output to
@@ -278,21 +312,21 @@ etcd_healthy() { curl -sf --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" | gr
 wait_for etcd 30 "etcd /health" etcd_healthy
 say "etcd healthy after $(elapsed)"
 
-apiserver() { # name port prefix issuer
-  launch "$1" "$BIN/kube-apiserver" \
+apiserver() { # name port prefix issuer [extra flags...]
+  local name=$1 port=$2 prefix=$3 issuer=$4
+  shift 4
+  launch "$name" "$BIN/kube-apiserver" \
     --bind-address=127.0.0.1 \
-    --advertise-address=127.0.0.1 \
-    --endpoint-reconciler-type=none \
-    --secure-port="$2" \
+    --secure-port="$port" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-    --etcd-prefix="$3" \
+    --etcd-prefix="$prefix" \
     --tls-cert-file="$PKI/apiserver.crt" \
     --tls-private-key-file="$PKI/apiserver.key" \
     --client-ca-file="$PKI/ca.crt" \
     --authorization-mode=Node,RBAC \
     --allow-privileged=true \
-    --service-cluster-ip-range=10.96.0.0/16 \
-    --service-account-issuer="$4" \
+    --service-cluster-ip-range="$SERVICE_CIDR" \
+    --service-account-issuer="$issuer" \
     --service-account-key-file="$PKI/sa.pub" \
     --service-account-signing-key-file="$PKI/sa.key" \
     --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" \
@@ -303,11 +337,17 @@ apiserver() { # name port prefix issuer
     --proxy-client-cert-file="$PKI/front-proxy-client.crt" \
     --proxy-client-key-file="$PKI/front-proxy-client.key" \
     --enable-aggregator-routing=false \
-    --profiling=false
+    --profiling=false \
+    "$@"
 }
 say "starting host kube-apiserver on 127.0.0.1:$HOST_PORT and virtual kube-apiserver on 127.0.0.1:$VIRTUAL_PORT"
-apiserver host-apiserver "$HOST_PORT" /host https://kubernetes.default.svc.cluster.local
-apiserver virtual-apiserver "$VIRTUAL_PORT" /virtual https://virtual.vnest-testbed.local
+# The host's `kubernetes` Service leads pods on the real node to the API server through the
+# relay on the node's address (node.sh); its kubelet is dialled with the admin certificate.
+apiserver host-apiserver "$HOST_PORT" /host https://kubernetes.default.svc.cluster.local \
+  --advertise-address="$NODE_IP" --endpoint-reconciler-type=lease \
+  --kubelet-client-certificate="$PKI/admin.crt" --kubelet-client-key="$PKI/admin.key"
+apiserver virtual-apiserver "$VIRTUAL_PORT" /virtual https://virtual.vnest-testbed.local \
+  --advertise-address=127.0.0.1 --endpoint-reconciler-type=none
 wait_for host-apiserver 90 "host kube-apiserver /readyz" readyz "$HOST_PORT"
 wait_for virtual-apiserver 90 "virtual kube-apiserver /readyz" readyz "$VIRTUAL_PORT"
 say "API servers ready after $(elapsed)"
@@ -492,6 +532,15 @@ say "nodes Ready after $(elapsed)"
 wait_for host-controller-manager 60 "ServiceAccount default/default on the host" kc get serviceaccount default -n default
 wait_for virtual-controller-manager 60 "ServiceAccount default/default on the virtual cluster" kv get serviceaccount default -n default
 say "default ServiceAccounts present after $(elapsed)"
+if [ -z "$node_absent" ]; then
+  say "starting the real node $NODE_NAME (containerd, kubelet, kube-proxy) on $NODE_IP"
+  node_start "$NODE_BIN"
+  wait_for kubelet 90 "node $NODE_NAME Ready" node_ready
+  say "real node Ready after $(elapsed)"
+  VNEST_TESTBED_DIR=$STATE bash "$here/images.sh" bed >>"$LOGS/images.log" 2>&1 ||
+    fail images "building or importing the bed's images failed (see $LOGS/images.log)"
+  say "bed images imported after $(elapsed)"
+fi
 wardle_available() {
   kc wait --for=condition=Available --timeout=2s apiservice/v1alpha1.wardle.example.com apiservice/v1beta1.wardle.example.com
 }
@@ -519,6 +568,30 @@ EOF
   kc delete pod vnest-testbed-smoke -n default --wait=true --timeout=30s >>"$LOGS/up.log" 2>&1 ||
     fail kwok "deleting the smoke pod failed"
   say "smoke pod ran on a kwok node after $(elapsed)"
+  if [ -z "$node_absent" ]; then
+    cat <<EOF | kc apply -f - >>"$LOGS/up.log" 2>&1 || fail up "creating the real-node smoke pod failed (see $LOGS/up.log)"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: vnest-testbed-node-smoke
+  namespace: default
+spec:
+  nodeSelector: {$NODE_LABEL: real}
+  tolerations: [{key: $NODE_LABEL, operator: Exists, effect: NoSchedule}]
+  terminationGracePeriodSeconds: 1
+  automountServiceAccountToken: false
+  containers:
+  - name: echo
+    image: $(VNEST_TESTBED_DIR=$STATE bash "$here/images.sh" --list | awk '/vnest-echo/ { print $1 }')
+    imagePullPolicy: Never
+EOF
+    pod_ip() { kc get pod vnest-testbed-node-smoke -n default -o 'jsonpath={.status.podIP}'; }
+    echo_answers() { local ip; ip=$(pod_ip) && [ -n "$ip" ] && curl -sf --max-time 2 "http://$ip:8080/smoke" | grep -q "GET /smoke"; }
+    wait_for kubelet 90 "smoke pod Running on $NODE_NAME and answering HTTP" echo_answers
+    kc delete pod vnest-testbed-node-smoke -n default --wait=true --timeout=60s >>"$LOGS/up.log" 2>&1 ||
+      fail kubelet "deleting the real-node smoke pod failed"
+    say "smoke pod ran as a real container on $NODE_NAME after $(elapsed)"
+  fi
 fi
 
 cat >"$ENV_FILE.tmp" <<EOF
@@ -530,6 +603,10 @@ VNEST_HOST_SERVER=$HOST_SERVER
 VNEST_VIRTUAL_SERVER=$VIRTUAL_SERVER
 VNEST_TESTBED_CA=$PKI/ca.crt
 VNEST_TESTBED_POD_PROXY_PORT=$POD_PROXY_PORT
+VNEST_TESTBED_NODE=${node_absent:+absent: $node_absent}${node_absent:-$NODE_NAME}
+VNEST_TESTBED_NODE_BIN=$NODE_BIN
+VNEST_TESTBED_NODE_LABEL=$NODE_LABEL
+VNEST_CONTAINERD_SOCK=$CONTAINERD_SOCK
 EOF
 mv "$ENV_FILE.tmp" "$ENV_FILE"
 trap - ERR

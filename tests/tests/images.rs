@@ -63,7 +63,7 @@ fn every_dockerfile_builds_and_copies_a_workspace_binary_as_non_root() {
             "{binary} has an image: {files:?}"
         );
     }
-    for (binary, text) in &files {
+    for (binary, text) in files.iter().filter(|(b, _)| b.starts_with("vnest-")) {
         let package = binaries
             .get(binary)
             .unwrap_or_else(|| panic!("images/{binary}.Dockerfile: no workspace binary {binary}"));
@@ -87,6 +87,65 @@ fn every_dockerfile_builds_and_copies_a_workspace_binary_as_non_root() {
         );
         let runtime = text.lines().rev().find(|l| l.starts_with("FROM ")).unwrap();
         assert!(runtime.contains("distroless"), "{binary}: {runtime}");
+    }
+}
+
+/// The value of the last `<instruction> ...` line of a Dockerfile.
+fn instruction<'a>(dockerfile: &'a str, name: &str) -> Option<&'a str> {
+    dockerfile
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .map(str::trim)
+}
+
+/// The images the bed builds offline (tests/testbed/images.sh) are the release images'
+/// stand-ins: same reference, same binary at the same path, same entrypoint, same user as
+/// `images/<name>.Dockerfile` builds.
+#[test]
+fn the_local_images_agree_with_the_dockerfiles_on_binary_entrypoint_and_user() {
+    let local = vnest_tests::node::local_images();
+    for (name, text) in dockerfiles() {
+        let tag = match name.as_str() {
+            "kubernetes" => instruction(&text, "# tag:")
+                .expect("kubernetes.Dockerfile names its tag")
+                .to_string(),
+            _ => env!("CARGO_PKG_VERSION").to_string(),
+        };
+        let reference = format!("ghcr.io/vnest-dev/{name}:{tag}");
+        let image = local
+            .iter()
+            .find(|i| i.reference == reference)
+            .unwrap_or_else(|| panic!("images.sh builds no {reference}: {local:?}"));
+        let user = instruction(&text, "USER").unwrap_or_else(|| panic!("{name}: no USER"));
+        assert_eq!(image.user, user, "{name}: user");
+        let entrypoint: Vec<String> = instruction(&text, "ENTRYPOINT")
+            .map(|e| serde_json::from_str(e).expect("ENTRYPOINT in JSON form"))
+            .unwrap_or_default();
+        let local_entrypoint: Vec<String> = serde_json::from_str(&image.entrypoint).unwrap();
+        assert_eq!(local_entrypoint, entrypoint, "{name}: entrypoint");
+        // Every binary the Dockerfile copies (`COPY --from=build <src> <dst>`, one line each) is
+        // at the same path in the local image, and the local image holds nothing else.
+        let copied: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("COPY --from=build "))
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .collect();
+        let mut local_paths: Vec<&str> = image
+            .files
+            .iter()
+            .filter_map(|f| f.split_once(':').map(|(_, path)| path))
+            .collect();
+        local_paths.sort();
+        let mut expected: Vec<&str> = copied;
+        expected.sort();
+        assert_eq!(local_paths, expected, "{name}: binaries and their paths");
+        for path in &local_entrypoint[..local_entrypoint.len().min(1)] {
+            assert!(
+                local_paths.contains(&path.as_str()),
+                "{name}: entrypoint {path} is a copied binary"
+            );
+        }
     }
 }
 

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Builds the container images the real node runs — offline, from this workspace's and the bed's
+# binaries — as one-layer OCI archives, and imports them into the bed's containerd. Nothing is
+# pulled: every image the node needs is one of these. Idempotent: an image whose manifest is
+# already in containerd is not imported again.
+#
+#   images.sh            build and import every image (the bed must be up: up.sh)
+#   images.sh bed        only the images of the bed's own binaries (up.sh runs this; the
+#                        workspace's images follow once `cargo build` has made its binaries)
+#   images.sh --list     print "<reference> <entrypoint> <user> <files>" of every image, one a
+#                        line, building nothing (files: <BED|NODE|CARGO>/<binary>:<path>,...)
+#
+# The Dockerfiles under images/ stay the release recipe; tests/tests/images.rs checks that the
+# local images and the Dockerfiles agree on binary, entrypoint and user.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+# shellcheck source=lib.sh
+source "$here/lib.sh"
+# shellcheck source=versions.env
+source "$here/versions.env"
+# shellcheck source=node/versions.env
+source "$here/node/versions.env"
+
+workspace_version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$repo/Cargo.toml" | head -n1)
+target_dir=${CARGO_TARGET_DIR:-$repo/target}/${VNEST_IMAGE_PROFILE:-debug}
+
+# reference | user | entrypoint (JSON) | cmd (JSON) | files: <bin-dir-var>/<name>:<path in image> ...
+# bin-dir vars: BED (build.sh), NODE (build-node.sh), CARGO (the workspace's build).
+IMAGES=(
+  "registry.k8s.io/pause:3.10|65535:65535|[\"/pause\"]|[]|NODE/pause:/pause"
+  "ghcr.io/vnest-dev/vnest-echo:$workspace_version|65532:65532|[\"/usr/local/bin/vnest-echo\"]|[\"serve\"]|NODE/vnest-echo:/usr/local/bin/vnest-echo"
+  "ghcr.io/vnest-dev/vnest-syncer:$workspace_version|65532:65532|[\"/usr/local/bin/vnest-syncer\"]|[]|CARGO/vnest-syncer:/usr/local/bin/vnest-syncer"
+  "ghcr.io/vnest-dev/vnest-operator:$workspace_version|65532:65532|[\"/usr/local/bin/vnest-operator\"]|[]|CARGO/vnest-operator:/usr/local/bin/vnest-operator"
+  "ghcr.io/vnest-dev/kubernetes:$KUBERNETES_VERSION|65532:65532|[]|[]|BED/kube-apiserver:/usr/local/bin/kube-apiserver BED/kube-controller-manager:/usr/local/bin/kube-controller-manager NODE/kine:/usr/local/bin/kine"
+  "registry.k8s.io/etcd:${ETCD_VERSION#v}-0|65532:65532|[]|[]|BED/etcd:/usr/local/bin/etcd"
+)
+
+if [ "${1:-}" = --list ]; then
+  for spec in "${IMAGES[@]}"; do
+    IFS='|' read -r ref user entrypoint _ files <<<"$spec"
+    echo "$ref $entrypoint $user ${files// /,}"
+  done
+  exit 0
+fi
+
+BED=$(bash "$here/build.sh")
+NODE=$(bash "$here/build-node.sh")
+CARGO=$target_dir
+case ${1:-} in "" | bed) ;; *) echo "images.sh: unknown argument: $1 (see the header)" >&2; exit 2 ;; esac
+SOCK="$STATE/containerd/containerd.sock"
+[ -S "$SOCK" ] || { echo "images.sh: containerd is not running ($SOCK missing): start the bed with up.sh" >&2; exit 1; }
+ctr() { "$NODE/ctr" --address "$SOCK" --namespace k8s.io "$@"; }
+out="$STATE/images"
+mkdir -p "$out"
+say() { echo "[testbed images] $*" >&2; }
+
+# Copies FILE into ROOT at PATH, with every shared library it links (as ldd resolves them) at the
+# same path, so a dynamically linked binary runs in an image with no distribution inside.
+add_file() { # root src dst
+  local root=$1 src=$2 dst=$3 lib
+  [ -x "$src" ] || { echo "images.sh: $src is missing (build it first: cargo build --workspace --bins)" >&2; exit 1; }
+  mkdir -p "$root$(dirname "$dst")"
+  cp -L "$src" "$root$dst"
+  if ldd "$src" >/dev/null 2>&1; then
+    for lib in $(ldd "$src" | grep -o '/[^ ]*'); do
+      mkdir -p "$root$(dirname "$lib")"
+      cp -L "$lib" "$root$lib"
+    done
+  fi
+}
+
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+# Writes the OCI archive of one image to $out/<slug>.tar; prints its manifest digest.
+build_image() { # ref user entrypoint cmd files
+  local ref=$1 user=$2 entrypoint=$3 cmd=$4 files=$5 work root f src dst
+  work=$(mktemp -d)
+  root=$work/rootfs
+  mkdir -p "$root/tmp" "$root/etc" "$work/oci/blobs/sha256"
+  chmod 1777 "$root/tmp"
+  printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$root/etc/passwd"
+  printf 'root:x:0:\nnonroot:x:65532:\n' >"$root/etc/group"
+  for f in $files; do
+    src=${f%%:*} dst=${f#*:}
+    case $src in
+      BED/*) src=$BED/${src#BED/} ;;
+      NODE/*) src=$NODE/${src#NODE/} ;;
+      CARGO/*) src=$CARGO/${src#CARGO/} ;;
+    esac
+    add_file "$root" "$src" "$dst"
+  done
+  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$root" -cf "$work/layer.tar" .
+  local layer layer_size config config_size manifest manifest_size
+  layer=$(sha "$work/layer.tar") layer_size=$(stat -c %s "$work/layer.tar")
+  mv "$work/layer.tar" "$work/oci/blobs/sha256/$layer"
+  printf '{"architecture":"amd64","os":"linux","config":{"User":"%s","Entrypoint":%s,"Cmd":%s,"Env":["PATH=/usr/local/bin:/usr/bin:/bin"],"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
+    "$user" "$entrypoint" "$cmd" "$layer" >"$work/config.json"
+  config=$(sha "$work/config.json") config_size=$(stat -c %s "$work/config.json")
+  mv "$work/config.json" "$work/oci/blobs/sha256/$config"
+  printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%s},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:%s","size":%s}]}' \
+    "$config" "$config_size" "$layer" "$layer_size" >"$work/manifest.json"
+  manifest=$(sha "$work/manifest.json") manifest_size=$(stat -c %s "$work/manifest.json")
+  mv "$work/manifest.json" "$work/oci/blobs/sha256/$manifest"
+  printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"platform":{"architecture":"amd64","os":"linux"},"annotations":{"io.containerd.image.name":"%s","org.opencontainers.image.ref.name":"%s"}}]}' \
+    "$manifest" "$manifest_size" "$ref" "${ref##*:}" >"$work/oci/index.json"
+  echo '{"imageLayoutVersion":"1.0.0"}' >"$work/oci/oci-layout"
+  local archive
+  archive="$out/$(echo "$ref" | tr '/:' '__').tar"
+  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$work/oci" -cf "$archive" oci-layout index.json blobs
+  rm -rf "$work"
+  echo "sha256:$manifest $archive"
+}
+
+for spec in "${IMAGES[@]}"; do
+  IFS='|' read -r ref user entrypoint cmd files <<<"$spec"
+  if [ "${1:-}" = bed ] && [ "$files" != "${files#*CARGO/}" ]; then continue; fi
+  read -r digest archive < <(build_image "$ref" "$user" "$entrypoint" "$cmd" "$files")
+  if ctr images ls -q "name==$ref" 2>/dev/null | grep -qx "$ref" &&
+    [ "$(ctr images ls "name==$ref" | awk 'NR == 2 { print $3 }')" = "$digest" ]; then
+    continue
+  fi
+  say "importing $ref ($digest)"
+  ctr images import --local "$archive" >/dev/null ||
+    { echo "images.sh: importing $archive into containerd failed" >&2; exit 1; }
+done
+say "images ready in containerd ($SOCK)"
