@@ -81,22 +81,30 @@ fn url_host(url: &str) -> Option<&str> {
     (!host.is_empty()).then_some(host)
 }
 
-/// Names and addresses the serving certificate is valid for.
+/// Names and addresses the serving certificate is valid for. `cluster_ip` is the `<name>`
+/// Service's, once assigned: tenant pods reach the API through it (the syncer sets their
+/// `KUBERNETES_SERVICE_HOST` to it), and in-cluster clients name it `kubernetes.default.svc`.
 pub fn server_sans(
     namespace: &str,
     name: &str,
     spec: &vnest_crds::VirtualClusterSpec,
     cluster_domain: &str,
+    cluster_ip: Option<&str>,
 ) -> Vec<String> {
     let mut sans = vec![
         name.to_string(),
         format!("{name}.{namespace}"),
         format!("{name}.{namespace}.svc"),
         format!("{name}.{namespace}.svc.{cluster_domain}"),
+        "kubernetes".to_string(),
+        "kubernetes.default".to_string(),
+        "kubernetes.default.svc".to_string(),
+        format!("kubernetes.default.svc.{cluster_domain}"),
         "localhost".to_string(),
         "127.0.0.1".to_string(),
     ];
     let extra = [
+        cluster_ip,
         spec.export_kubeconfig.server.as_deref().and_then(url_host),
         spec.control_plane
             .ingress
@@ -173,12 +181,15 @@ mod tests {
         let spec = spec_from_yaml(
             "exportKubeconfig: {server: 'https://vc.example.com:443'}\ncontrolPlane: {ingress: {enabled: true, host: vc-in.example.com}}",
         );
-        let sans = server_sans("ns", "vc", &spec, "cluster.local");
+        let sans = server_sans("ns", "vc", &spec, "cluster.local", Some("10.96.0.12"));
         for want in [
             "vc",
             "vc.ns",
             "vc.ns.svc",
             "vc.ns.svc.cluster.local",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+            "10.96.0.12",
             "vc.example.com",
             "vc-in.example.com",
         ] {
