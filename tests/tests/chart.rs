@@ -169,11 +169,29 @@ fn chart_renders_a_leader_elected_operator_with_least_rbac() {
 
     let docs = render(&[
         "serviceMonitor.enabled=true",
+        "syncerServiceMonitor.enabled=true",
         "watchNamespaces={team-a,team-b}",
         "images.syncer=registry.local/syncer:dev",
         "replicas=1",
     ]);
     assert!(find(&docs, "ServiceMonitor").is_some());
+    // The syncers' ServiceMonitor: every headless Service's `metrics` port, in the watched
+    // namespaces.
+    let syncers = docs
+        .iter()
+        .find(|d| {
+            d["kind"] == "ServiceMonitor" && d["metadata"]["name"] == "rel-vnest-operator-syncers"
+        })
+        .expect("the syncers' ServiceMonitor");
+    assert_eq!(
+        syncers["spec"]["namespaceSelector"]["matchNames"],
+        serde_json::json!(["team-a", "team-b"])
+    );
+    assert_eq!(
+        syncers["spec"]["selector"]["matchLabels"]["app.kubernetes.io/managed-by"],
+        "vnest-operator"
+    );
+    assert_eq!(syncers["spec"]["endpoints"][0]["port"], "metrics");
     assert_eq!(find(&docs, "Deployment").unwrap()["spec"]["replicas"], 1);
     let args = operator_args(&docs);
     assert!(

@@ -7,7 +7,10 @@ use vnest_crds::{
     meta::{self, ChildNames},
 };
 
-use super::{Child, ChildKind, Input, network::PROXY_PORT};
+use super::{
+    Child, ChildKind, Input,
+    network::{PROXY_PORT, SYNCER_METRICS_PORT},
+};
 use crate::certs;
 
 const DATA_DIR: &str = "/data";
@@ -156,9 +159,6 @@ fn virtual_kubeconfig(kind: DistroKind) -> String {
     }
 }
 
-/// The syncer's `/healthz`, `/readyz` and `/metrics` port, on the pod IP.
-const SYNCER_HEALTH_PORT: i32 = 8081;
-
 fn syncer(input: &Input, kind: DistroKind) -> Value {
     let env = |name: &str, path: &str| json!({ "name": name, "valueFrom": { "fieldRef": { "fieldPath": path } } });
     let probe = |path: &str| json!({ "httpGet": { "path": path, "port": "health" }, "periodSeconds": 10, "failureThreshold": 6 });
@@ -169,13 +169,13 @@ fn syncer(input: &Input, kind: DistroKind) -> Value {
             format!("--config={CONFIG_DIR}/{}", meta::SYNCER_CONFIG_KEY),
             format!("--certs-dir={CERTS_DIR}"),
             format!("--virtual-kubeconfig={}", virtual_kubeconfig(kind)),
-            format!("--metrics-address=$(POD_IP):{SYNCER_HEALTH_PORT}"),
+            format!("--metrics-address=$(POD_IP):{SYNCER_METRICS_PORT}"),
             // All addresses: the Service reaches the pod IP, port-forwarding reaches loopback.
             format!("--proxy-address=0.0.0.0:{PROXY_PORT}"),
         ],
         "ports": [
             { "name": "https", "containerPort": PROXY_PORT, "protocol": "TCP" },
-            { "name": "health", "containerPort": SYNCER_HEALTH_PORT, "protocol": "TCP" },
+            { "name": "health", "containerPort": SYNCER_METRICS_PORT, "protocol": "TCP" },
         ],
         "env": [env("POD_NAME", "metadata.name"), env("POD_NAMESPACE", "metadata.namespace"), env("POD_IP", "status.podIP")],
         "readinessProbe": probe("/readyz"),
