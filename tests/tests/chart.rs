@@ -120,6 +120,10 @@ fn chart_renders_a_leader_elected_operator_with_least_rbac() {
     );
     assert!(find(&docs, "ServiceMonitor").is_none());
     assert!(find(&docs, "Service").is_some(), "the metrics Service");
+    assert!(
+        args.contains(&"--service-cidr=10.96.0.0/12".to_string()),
+        "{args:?}"
+    );
 
     // Cluster-wide, Leases and EndpointSlices only as the activity and leader Leases and the
     // wake EndpointSlice need them: no deletecollection, no delete of Leases, no wildcards.
@@ -172,6 +176,7 @@ fn chart_renders_a_leader_elected_operator_with_least_rbac() {
         "syncerServiceMonitor.enabled=true",
         "watchNamespaces={team-a,team-b}",
         "images.syncer=registry.local/syncer:dev",
+        "images.kubernetes=registry.local/kubernetes:v1.37.2",
         "replicas=1",
     ]);
     assert!(find(&docs, "ServiceMonitor").is_some());
@@ -199,6 +204,7 @@ fn chart_renders_a_leader_elected_operator_with_least_rbac() {
         "{args:?}"
     );
     assert!(args.contains(&"--syncer-image=registry.local/syncer:dev".to_string()));
+    assert!(args.contains(&"--kubernetes-image=registry.local/kubernetes:v1.37.2".to_string()));
 }
 
 #[tokio::test]
