@@ -3,6 +3,7 @@
 
 use base64::Engine;
 use serde_json::{Map, json};
+use sha2::{Digest, Sha256};
 use vnest_crds::{
     SyncerConfig,
     meta::{self, ChildNames},
@@ -35,6 +36,21 @@ pub fn syncer_config(input: &Input, names: &ChildNames) -> Child {
         "syncer-config",
         json!({ "type": "Opaque", "data": data }),
     )
+}
+
+/// First 16 hex digits of the SHA-256 of `vc-config-<name>`'s keys and content.
+pub fn config_hash(input: &Input) -> String {
+    let mut hasher = Sha256::new();
+    for (key, text) in config_files(input) {
+        hasher.update(key.as_bytes());
+        hasher.update([0]);
+        hasher.update(text.as_bytes());
+        hasher.update([0]);
+    }
+    hasher.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn context_name(input: &Input) -> String {

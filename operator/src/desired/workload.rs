@@ -7,6 +7,7 @@ use vnest_crds::meta::{self, ChildNames};
 use super::{
     CERTS_DIR, CONFIG_DIR, Child, ChildKind, DATA_DIR, Input, distro,
     network::{PROXY_PORT, SYNCER_METRICS_PORT},
+    secrets,
 };
 
 const DEFAULT_PERSISTENCE_SIZE: &str = "5Gi";
@@ -117,10 +118,12 @@ pub fn statefulset(input: &Input, names: &ChildNames) -> Child {
     if let Some(class) = &scheduling.priority_class_name {
         pod_spec["priorityClassName"] = json!(class);
     }
-    let mut template_metadata = json!({ "labels": pod_labels });
-    if !config.annotations.is_empty() {
-        template_metadata["annotations"] = json!(config.annotations);
-    }
+    let mut pod_annotations = config.annotations.clone();
+    pod_annotations.insert(
+        meta::ANNOTATION_CONFIG_HASH.to_string(),
+        secrets::config_hash(input),
+    );
+    let template_metadata = json!({ "labels": pod_labels, "annotations": pod_annotations });
 
     let mut child = input.child(
         ChildKind::StatefulSet,
@@ -598,6 +601,27 @@ controlPlane:
                 }
             }
         }
+    }
+
+    /// A `spec.sync` edit changes `vc-config-<name>`, so the pod rolls and the syncer reads it;
+    /// an unchanged spec leaves the pod alone.
+    #[test]
+    fn the_config_hash_follows_the_config_secret() {
+        let hash = |yaml: &str| {
+            sts(yaml)["spec"]["template"]["metadata"]["annotations"]["vnest.dev/config-hash"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        let before = hash("{}");
+        assert_eq!(before.len(), 16);
+        assert_eq!(hash("{}"), before);
+        assert_ne!(hash("sync: {toHost: {ingresses: {enabled: true}}}"), before);
+        assert_ne!(hash(K8S), before);
+        let annotated = sts("controlPlane: {statefulSet: {annotations: {a: b}}}");
+        let annotations = &annotated["spec"]["template"]["metadata"]["annotations"];
+        assert_eq!(annotations["a"], "b");
+        assert_eq!(annotations["vnest.dev/config-hash"], before);
     }
 
     #[test]
