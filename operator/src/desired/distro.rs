@@ -17,6 +17,9 @@ const TMP_DIR: &str = "/tmp";
 
 /// Key of `vc-config-<name>` with the k8s controller manager's and syncer's kubeconfig.
 const ADMIN_KUBECONFIG_KEY: &str = "admin.kubeconfig";
+/// Key of `vc-config-<name>` with the public key service-account tokens are verified with
+/// (public: it belongs in no Secret, but the pod already mounts this one).
+const SA_PUBLIC_KEY_KEY: &str = "sa.pub";
 /// Key of `vc-config-<name>` with k0s's configuration.
 const K0S_CONFIG_KEY: &str = "k0s.yaml";
 
@@ -49,7 +52,10 @@ pub fn config_files(input: &Input) -> Vec<(&'static str, String)> {
     match input.spec.control_plane.distro.selected().0 {
         DistroKind::K3s => Vec::new(),
         DistroKind::K0s => vec![(K0S_CONFIG_KEY, k0s_config(input))],
-        DistroKind::K8s => vec![(ADMIN_KUBECONFIG_KEY, admin_kubeconfig())],
+        DistroKind::K8s => vec![
+            (ADMIN_KUBECONFIG_KEY, admin_kubeconfig()),
+            (SA_PUBLIC_KEY_KEY, input.certs.ca_public_key.clone()),
+        ],
     }
 }
 
@@ -279,7 +285,7 @@ fn k8s(input: &Input, config: &DistroConfig, store_kind: StoreKind) -> ControlPl
         format!("--client-ca-file={}", cert(certs::CA_CERT)),
         format!("--tls-cert-file={}", cert(certs::SERVER_CERT)),
         format!("--tls-private-key-file={}", cert(certs::SERVER_KEY)),
-        format!("--service-account-key-file={}", cert(certs::CA_KEY)),
+        format!("--service-account-key-file={CONFIG_DIR}/{SA_PUBLIC_KEY_KEY}"),
         format!("--service-account-signing-key-file={}", cert(certs::CA_KEY)),
         "--service-account-issuer=https://kubernetes.default.svc".to_string(),
         "--authorization-mode=RBAC".to_string(),
@@ -301,7 +307,11 @@ fn k8s(input: &Input, config: &DistroConfig, store_kind: StoreKind) -> ControlPl
                 "command": ["/usr/local/bin/kube-apiserver"],
                 "args": apiserver_args,
                 "resources": control_plane_resources(input),
-                "volumeMounts": [read_only("certs", CERTS_DIR), mount("tmp", TMP_DIR)],
+                "volumeMounts": [
+                    read_only("config", CONFIG_DIR),
+                    read_only("certs", CERTS_DIR),
+                    mount("tmp", TMP_DIR),
+                ],
             }),
             json!({
                 "name": "controller-manager",

@@ -186,6 +186,12 @@ mod tests {
         assert_eq!(user["client-certificate"], "/etc/vnest/certs/client.crt");
         assert_eq!(user["client-key"], "/etc/vnest/certs/client.key");
         assert!(secret["data"].get("k0s.yaml").is_none());
+        assert_eq!(decode(&secret["data"]["sa.pub"]), CERTS.ca_public_key);
+        assert!(
+            CERTS
+                .ca_public_key
+                .starts_with("-----BEGIN PUBLIC KEY-----")
+        );
 
         // k3s writes its own kubeconfig: nothing beside the syncer's config.
         let k3s_spec = spec_from_yaml("{}");

@@ -342,6 +342,8 @@ controlPlane:
             "--allow-privileged=true",
             "--profiling=false",
             "--tls-cert-file=/etc/vnest/certs/tls.crt",
+            "--service-account-key-file=/etc/vnest/config/sa.pub",
+            "--service-account-signing-key-file=/etc/vnest/certs/ca.key",
         ] {
             assert!(apiserver_args.contains(&want), "{want}: {apiserver_args:?}");
         }
