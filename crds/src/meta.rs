@@ -46,6 +46,10 @@ pub const ANNOTATION_REPLICATED_FROM: &str = "vnest.dev/replicated-from";
 /// the spec changed and the object must be applied again.
 pub const ANNOTATION_APPLIED_HASH: &str = "vnest.dev/applied-hash";
 
+/// On the control plane's pod template: a short hash of `vc-config-<name>`'s content, so a
+/// change to it (a `spec.sync` edit) rolls the pod and the restarted syncer reads it.
+pub const ANNOTATION_CONFIG_HASH: &str = "vnest.dev/config-hash";
+
 /// Key under which `vc-config-<name>` holds the [`crate::SyncerConfig`] YAML.
 pub const SYNCER_CONFIG_KEY: &str = "config.yaml";
 

@@ -41,6 +41,10 @@ pub struct Certs {
     pub client_cert: String,
     pub client_key: String,
     pub server_sans: Vec<String>,
+    /// The CA key's public half (PKIX `PUBLIC KEY` PEM), derived, not stored: the key
+    /// service-account tokens are verified with. kube-apiserver's `--service-account-key-file`
+    /// reads PKCS#1/SEC1 private keys or public keys, not the PKCS#8 key in `ca.key`.
+    pub ca_public_key: String,
 }
 
 fn ca_params(cluster: &str) -> CertificateParams {
@@ -108,6 +112,7 @@ impl Certs {
 
         Ok(Certs {
             ca_cert: ca_cert.pem(),
+            ca_public_key: ca_key.public_key_pem(),
             ca_key: ca_key.serialize_pem(),
             server_cert,
             server_key,
@@ -162,9 +167,11 @@ impl Certs {
                     key,
                 })
         };
+        let ca_key = get(CA_KEY)?;
         Ok(Certs {
             ca_cert: get(CA_CERT)?,
-            ca_key: get(CA_KEY)?,
+            ca_public_key: KeyPair::from_pem(&ca_key)?.public_key_pem(),
+            ca_key,
             server_cert: get(SERVER_CERT)?,
             server_key: get(SERVER_KEY)?,
             client_cert: get(CLIENT_CERT)?,
@@ -200,6 +207,13 @@ mod tests {
             assert!(pem.starts_with("-----BEGIN PRIVATE KEY-----"), "{pem}");
         }
         assert_ne!(certs.server_key, certs.client_key);
+        assert!(
+            certs
+                .ca_public_key
+                .starts_with("-----BEGIN PUBLIC KEY-----"),
+            "{}",
+            certs.ca_public_key
+        );
     }
 
     #[test]

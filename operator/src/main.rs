@@ -14,7 +14,7 @@ use vnest_operator::{
     leader::LeaderElection,
     metrics::{self, Metrics, Readiness},
     reconcile,
-    settings::{Images, Settings, WakeEndpoint},
+    settings::{self, Images, Settings, WakeEndpoint},
     wake::listener::{self, Wake},
 };
 
@@ -54,10 +54,18 @@ struct Args {
     k3s_image: Option<String>,
     #[arg(long, env = "VNEST_K0S_IMAGE")]
     k0s_image: Option<String>,
-    #[arg(long, env = "VNEST_KUBE_APISERVER_IMAGE")]
-    kube_apiserver_image: Option<String>,
+    /// Image with kube-apiserver, kube-controller-manager and kine (distro k8s).
+    #[arg(long, env = "VNEST_KUBERNETES_IMAGE")]
+    kubernetes_image: Option<String>,
+    /// etcd image (distro k8s with `backingStore.etcd`).
+    #[arg(long, env = "VNEST_ETCD_IMAGE")]
+    etcd_image: Option<String>,
     #[arg(long, env = "VNEST_CLUSTER_DOMAIN", default_value = "cluster.local")]
     cluster_domain: String,
+    /// Service range of every virtual API server. Must contain the host cluster's Service
+    /// CIDR: the syncer gives virtual Services the ClusterIPs of their host copies.
+    #[arg(long, env = "VNEST_SERVICE_CIDR", default_value = settings::DEFAULT_SERVICE_CIDR, value_parser = parse_cidr)]
+    service_cidr: String,
     /// Run without a Lease (a single replica only).
     #[arg(long, env = "VNEST_NO_LEADER_ELECTION")]
     no_leader_election: bool,
@@ -79,6 +87,18 @@ struct Args {
     /// a sleeping cluster's Service; not loopback (the API server refuses that).
     #[arg(long, env = "VNEST_WAKE_ADVERTISE_IP", requires = "wake_address")]
     wake_advertise_ip: Option<IpAddr>,
+}
+
+/// An `address/prefix` CIDR, checked here rather than by every virtual API server at start.
+fn parse_cidr(value: &str) -> Result<String, String> {
+    let invalid = || format!("{value:?} is not a CIDR such as 10.96.0.0/12");
+    let (ip, prefix) = value.split_once('/').ok_or_else(invalid)?;
+    let ip: IpAddr = ip.parse().map_err(|_| invalid())?;
+    let max = if ip.is_ipv4() { 32 } else { 128 };
+    match prefix.parse::<u8>() {
+        Ok(p) if p <= max => Ok(value.to_string()),
+        _ => Err(invalid()),
+    }
 }
 
 fn init_tracing(format: LogFormat) {
@@ -111,7 +131,8 @@ fn settings(args: &Args, wake: Option<WakeEndpoint>) -> Settings {
         (&args.syncer_image, &mut images.syncer),
         (&args.k3s_image, &mut images.k3s),
         (&args.k0s_image, &mut images.k0s),
-        (&args.kube_apiserver_image, &mut images.kube_apiserver),
+        (&args.kubernetes_image, &mut images.kubernetes),
+        (&args.etcd_image, &mut images.etcd),
     ];
     for (flag, image) in overrides {
         if let Some(value) = flag {
@@ -121,6 +142,7 @@ fn settings(args: &Args, wake: Option<WakeEndpoint>) -> Settings {
     Settings {
         images,
         cluster_domain: args.cluster_domain.clone(),
+        service_cidr: args.service_cidr.clone(),
         wake,
     }
 }

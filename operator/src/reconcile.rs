@@ -374,7 +374,18 @@ async fn apply_children(
     let namespace = vc.namespace().unwrap_or_default();
     let name = vc.name_any();
     let spec = &vc.spec;
-    let sans = desired::server_sans(&namespace, &name, spec, &ctx.settings.cluster_domain);
+    let cluster_ip = ctx
+        .stores
+        .get(ChildKind::Service, Some(&namespace), &names.service)
+        .and_then(|svc| svc.data["spec"]["clusterIP"].as_str().map(str::to_string))
+        .filter(|ip| !ip.is_empty() && ip != "None");
+    let sans = desired::server_sans(
+        &namespace,
+        &name,
+        spec,
+        &ctx.settings.cluster_domain,
+        cluster_ip.as_deref(),
+    );
     let certs = ensure_certs(ctx, vc, names, &sans)
         .await
         .map_err(|err| format!("preparing Secret {}: {err}", names.certs_secret))?;

@@ -9,9 +9,10 @@ pub struct Images {
     pub syncer: String,
     pub k3s: String,
     pub k0s: String,
-    /// Upstream Kubernetes: API server, controller manager and etcd images.
-    pub kube_apiserver: String,
-    pub kube_controller_manager: String,
+    /// Upstream Kubernetes: one image with `/usr/local/bin/kube-apiserver`,
+    /// `kube-controller-manager` and `kine`, so an override moves them together.
+    pub kubernetes: String,
+    /// etcd (`/usr/local/bin/etcd`), for `backingStore.etcd` with distro k8s.
     pub etcd: String,
 }
 
@@ -24,18 +25,23 @@ impl Default for Images {
             ),
             k3s: "rancher/k3s:v1.31.2-k3s1".into(),
             k0s: "k0sproject/k0s:v1.31.2-k0s.0".into(),
-            kube_apiserver: "registry.k8s.io/kube-apiserver:v1.31.2".into(),
-            kube_controller_manager: "registry.k8s.io/kube-controller-manager:v1.31.2".into(),
-            etcd: "registry.k8s.io/etcd:3.5.15-0".into(),
+            kubernetes: "ghcr.io/vnest-dev/kubernetes:v1.37.2".into(),
+            etcd: "registry.k8s.io/etcd:3.7.0-0".into(),
         }
     }
 }
+
+/// kubeadm's default Service CIDR.
+pub const DEFAULT_SERVICE_CIDR: &str = "10.96.0.0/12";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
     pub images: Images,
     /// DNS suffix of the host cluster's Services, for certificate names.
     pub cluster_domain: String,
+    /// The virtual API server's Service range. It must contain the host's Service CIDR: the
+    /// syncer gives virtual Services the ClusterIPs of their host copies.
+    pub service_cidr: String,
     /// The operator's wake endpoint (`--wake-address`, `--wake-advertise-ip`); auto-wakeup
     /// routes a sleeping cluster's Service to it. `None`: the Service always selects the pod.
     pub wake: Option<WakeEndpoint>,
@@ -54,6 +60,7 @@ impl Default for Settings {
         Settings {
             images: Images::default(),
             cluster_domain: "cluster.local".into(),
+            service_cidr: DEFAULT_SERVICE_CIDR.into(),
             wake: None,
         }
     }

@@ -6,7 +6,7 @@ use std::fmt;
 
 use chrono::{DateTime, Utc};
 use vnest_crds::{
-    DurationSpec, QuantityMap, VirtualClusterSpec, patch::PodPatches, quantity_value,
+    DistroKind, DurationSpec, QuantityMap, VirtualClusterSpec, patch::PodPatches, quantity_value,
     split_service_ref,
 };
 
@@ -97,6 +97,18 @@ pub fn validate(spec: &VirtualClusterSpec, namespace: &str) -> Result<(), Vec<Fi
         c.fail(
             "spec.controlPlane.distro",
             "enable only one of k3s, k0s and k8s",
+        );
+    }
+    let store = &spec.control_plane.backing_store;
+    if store.database.embedded.enabled && store.etcd.embedded.enabled {
+        c.fail(
+            "spec.controlPlane.backingStore",
+            "enable only one of database.embedded and etcd.embedded",
+        );
+    } else if store.database.embedded.enabled && distro.selected().0 == DistroKind::K0s {
+        c.fail(
+            "spec.controlPlane.backingStore.database",
+            "k0s runs on etcd only; remove database.embedded.enabled (k0s then uses its embedded etcd), or choose distro k3s or k8s for the embedded database",
         );
     }
     if let Some(size) = &spec.control_plane.stateful_set.persistence.size
@@ -256,6 +268,31 @@ mod tests {
             let spec: VirtualClusterSpec = serde_yaml::from_value(doc["spec"].clone()).unwrap();
             assert_eq!(validate(&spec, "team-alpha"), Ok(()), "{file}");
         }
+    }
+
+    /// k0s has no embedded database here; asking for one is refused, not silently ignored.
+    #[test]
+    fn k0s_with_the_embedded_database_is_refused_naming_the_field() {
+        let errs = errors(
+            "controlPlane: {distro: {k0s: {enabled: true}}, backingStore: {database: {embedded: {enabled: true}}}}",
+        );
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].starts_with("spec.controlPlane.backingStore.database: k0s runs on etcd only"),
+            "{errs:?}"
+        );
+        assert!(errors("controlPlane: {distro: {k0s: {enabled: true}}}").is_empty());
+        assert!(
+            errors(
+                "controlPlane: {distro: {k8s: {enabled: true}}, backingStore: {database: {embedded: {enabled: true}}}}"
+            )
+            .is_empty()
+        );
+        let both = errors(
+            "controlPlane: {backingStore: {database: {embedded: {enabled: true}}, etcd: {embedded: {enabled: true}}}}",
+        );
+        assert_eq!(both.len(), 1, "{both:?}");
+        assert!(both[0].starts_with("spec.controlPlane.backingStore: "));
     }
 
     #[test]

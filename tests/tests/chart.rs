@@ -120,6 +120,10 @@ fn chart_renders_a_leader_elected_operator_with_least_rbac() {
     );
     assert!(find(&docs, "ServiceMonitor").is_none());
     assert!(find(&docs, "Service").is_some(), "the metrics Service");
+    assert!(
+        args.contains(&"--service-cidr=10.96.0.0/12".to_string()),
+        "{args:?}"
+    );
 
     // Cluster-wide, Leases and EndpointSlices only as the activity and leader Leases and the
     // wake EndpointSlice need them: no deletecollection, no delete of Leases, no wildcards.
@@ -169,11 +173,30 @@ fn chart_renders_a_leader_elected_operator_with_least_rbac() {
 
     let docs = render(&[
         "serviceMonitor.enabled=true",
+        "syncerServiceMonitor.enabled=true",
         "watchNamespaces={team-a,team-b}",
         "images.syncer=registry.local/syncer:dev",
+        "images.kubernetes=registry.local/kubernetes:v1.37.2",
         "replicas=1",
     ]);
     assert!(find(&docs, "ServiceMonitor").is_some());
+    // The syncers' ServiceMonitor: every headless Service's `metrics` port, in the watched
+    // namespaces.
+    let syncers = docs
+        .iter()
+        .find(|d| {
+            d["kind"] == "ServiceMonitor" && d["metadata"]["name"] == "rel-vnest-operator-syncers"
+        })
+        .expect("the syncers' ServiceMonitor");
+    assert_eq!(
+        syncers["spec"]["namespaceSelector"]["matchNames"],
+        serde_json::json!(["team-a", "team-b"])
+    );
+    assert_eq!(
+        syncers["spec"]["selector"]["matchLabels"]["app.kubernetes.io/managed-by"],
+        "vnest-operator"
+    );
+    assert_eq!(syncers["spec"]["endpoints"][0]["port"], "metrics");
     assert_eq!(find(&docs, "Deployment").unwrap()["spec"]["replicas"], 1);
     let args = operator_args(&docs);
     assert!(
@@ -181,6 +204,7 @@ fn chart_renders_a_leader_elected_operator_with_least_rbac() {
         "{args:?}"
     );
     assert!(args.contains(&"--syncer-image=registry.local/syncer:dev".to_string()));
+    assert!(args.contains(&"--kubernetes-image=registry.local/kubernetes:v1.37.2".to_string()));
 }
 
 #[tokio::test]

@@ -131,6 +131,11 @@ async fn invalid_specs_are_refused_with_vnest_messages() {
             "enable only one of k3s, k0s and k8s",
         ),
         (
+            json!({ "controlPlane": { "backingStore": { "database": { "embedded": { "enabled": true } }, "etcd": { "embedded": { "enabled": true } } } } }),
+            "spec.controlPlane.backingStore",
+            "enable only one of database.embedded and etcd.embedded",
+        ),
+        (
             json!({ "sleepMode": { "sleepSchedule": "every evening" } }),
             "spec.sleepMode.sleepSchedule",
             "must be a 5-field cron expression",

@@ -17,6 +17,8 @@ pub struct ControlPlane {
     #[serde(default)]
     pub distro: Distro,
     #[serde(default)]
+    pub backing_store: BackingStore,
+    #[serde(default)]
     pub stateful_set: StatefulSetConfig,
     #[serde(default)]
     pub service: ServiceConfig,
@@ -85,6 +87,52 @@ pub struct DistroConfig {
     #[serde(default)]
     #[schemars(length(max = 64))]
     pub extra_args: Vec<String>,
+}
+
+/// Where the virtual API server keeps its objects, in vCluster's shape; both live on the data
+/// claim. With neither enabled: the embedded database (SQLite through kine for k8s, k3s's own
+/// SQLite), except for k0s, whose only store here is etcd.
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[x_kube(validation = Rule::new(
+    "!(has(self.database) && has(self.database.embedded) && has(self.database.embedded.enabled) && self.database.embedded.enabled && has(self.etcd) && has(self.etcd.embedded) && has(self.etcd.embedded.enabled) && self.etcd.embedded.enabled)"
+).message("enable only one of database.embedded and etcd.embedded (set enabled: false on the other); with neither vnest uses the embedded database"))]
+pub struct BackingStore {
+    /// An embedded SQL database (SQLite) on the data claim.
+    #[serde(default)]
+    pub database: StoreConfig,
+    /// An embedded etcd on the data claim; k3s runs it with `--cluster-init`.
+    #[serde(default)]
+    pub etcd: StoreConfig,
+}
+
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StoreConfig {
+    #[serde(default)]
+    pub embedded: Embedded,
+}
+
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Embedded {
+    #[serde(default)]
+    pub enabled: bool,
+}
+
+/// The store a control plane runs on, after defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    Database,
+    Etcd,
+}
+
+impl BackingStore {
+    /// The store `distro` runs on: etcd when enabled, and always for k0s; the database otherwise.
+    pub fn selected(&self, distro: DistroKind) -> StoreKind {
+        if self.etcd.embedded.enabled || distro == DistroKind::K0s {
+            StoreKind::Etcd
+        } else {
+            StoreKind::Database
+        }
+    }
 }
 
 #[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -183,4 +231,24 @@ pub struct IngressConfig {
     pub ingress_class_name: Option<String>,
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(yaml: &str) -> BackingStore {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    /// vCluster's default: the embedded database unless etcd is asked for; k0s has only etcd.
+    #[test]
+    fn the_database_is_the_default_store_except_for_k0s() {
+        assert_eq!(store("{}").selected(DistroKind::K8s), StoreKind::Database);
+        assert_eq!(store("{}").selected(DistroKind::K3s), StoreKind::Database);
+        assert_eq!(store("{}").selected(DistroKind::K0s), StoreKind::Etcd);
+        let etcd = store("etcd: {embedded: {enabled: true}}");
+        assert_eq!(etcd.selected(DistroKind::K8s), StoreKind::Etcd);
+        assert_eq!(etcd.selected(DistroKind::K3s), StoreKind::Etcd);
+    }
 }

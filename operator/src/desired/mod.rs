@@ -2,6 +2,7 @@
 //! to the host objects that should exist, and those that should not.
 
 mod activity;
+mod distro;
 mod network;
 mod policies;
 mod rbac;
@@ -34,6 +35,11 @@ use crate::{
 };
 
 pub use network::endpoint;
+
+/// Where the control-plane pod mounts the data claim, `vc-config-<name>` and `<name>-certs`.
+const DATA_DIR: &str = "/data";
+const CONFIG_DIR: &str = "/etc/vnest/config";
+const CERTS_DIR: &str = "/etc/vnest/certs";
 pub use secrets::server_sans;
 
 /// The kinds of host object the operator manages.

@@ -7,6 +7,9 @@ use super::{Child, ChildKind, Input};
 
 /// Port the syncer's proxy listens on inside the pod; the Service exposes it as 443.
 pub const PROXY_PORT: i32 = 8443;
+/// The syncer's `/metrics`, `/healthz` and `/readyz` port, on the pod IP; the headless
+/// Service names it `metrics` for a ServiceMonitor.
+pub const SYNCER_METRICS_PORT: i32 = 8081;
 
 /// URL tenants reach the virtual API server at (`exportKubeconfig.server` or the Service URL).
 pub fn endpoint(input: &Input) -> String {
@@ -43,6 +46,10 @@ pub fn services(input: &Input, names: &ChildNames) -> Vec<Child> {
     if !config.annotations.is_empty() {
         metadata["annotations"] = json!(config.annotations);
     }
+    let mut headless_ports = ports.clone();
+    if let Some(list) = headless_ports.as_array_mut() {
+        list.push(json!({ "name": "metrics", "port": SYNCER_METRICS_PORT, "targetPort": SYNCER_METRICS_PORT, "protocol": "TCP" }));
+    }
     let headless = input.child(
         ChildKind::Service,
         &names.headless_service,
@@ -50,7 +57,7 @@ pub fn services(input: &Input, names: &ChildNames) -> Vec<Child> {
         json!({ "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": true,
-            "ports": ports,
+            "ports": headless_ports,
             "selector": input.pod_selector(),
         }}),
     );
@@ -129,8 +136,9 @@ pub fn workload_policy(input: &Input, names: &ChildNames) -> Option<Child> {
     ))
 }
 
-/// `vc-cp-<name>`: the control plane pod accepts its workloads and, on the proxy port only,
-/// tenants from anywhere (the proxy authenticates them).
+/// `vc-cp-<name>`: the control plane pod accepts its workloads and, from anywhere, the proxy
+/// port (the proxy authenticates tenants) and the syncer's metrics port (metrics and health
+/// carry no secrets, and Prometheus may run in any namespace).
 pub fn control_plane_policy(input: &Input, names: &ChildNames) -> Option<Child> {
     if !input.spec.policies.network_policy.enabled {
         return None;
@@ -144,7 +152,10 @@ pub fn control_plane_policy(input: &Input, names: &ChildNames) -> Option<Child> 
             "policyTypes": ["Ingress"],
             "ingress": [
                 { "from": [{ "podSelector": synced_workloads(input) }] },
-                { "ports": [{ "protocol": "TCP", "port": PROXY_PORT }] },
+                { "ports": [
+                    { "protocol": "TCP", "port": PROXY_PORT },
+                    { "protocol": "TCP", "port": SYNCER_METRICS_PORT },
+                ] },
             ],
         }}),
     ))
@@ -174,6 +185,25 @@ mod tests {
             .unwrap()
             .object;
         assert_eq!(headless["spec"]["clusterIP"], "None");
+        assert_eq!(
+            headless["spec"]["ports"][1],
+            json!({ "name": "metrics", "port": 8081, "targetPort": 8081, "protocol": "TCP" })
+        );
+    }
+
+    /// Prometheus, in whatever namespace, can scrape the syncer: the alert on
+    /// `vcluster_syncer_reconcile_errors_total` needs a target.
+    #[test]
+    fn control_plane_policy_admits_the_proxy_and_metrics_ports_from_anywhere() {
+        let spec = spec_from_yaml("policies: {networkPolicy: {enabled: true}}");
+        let i = input(&spec);
+        let policy = control_plane_policy(&i, &i.names()).unwrap().object;
+        let open = &policy["spec"]["ingress"][1];
+        assert!(open.get("from").is_none(), "{open}");
+        assert_eq!(
+            open["ports"],
+            json!([{ "protocol": "TCP", "port": 8443 }, { "protocol": "TCP", "port": 8081 }])
+        );
     }
 
     #[test]

@@ -1,28 +1,56 @@
-//! Secrets `vc-config-<name>` (the syncer's configuration) and `vc-<name>` (the tenant
-//! kubeconfig), and the names the serving certificate must cover.
+//! Secrets `vc-config-<name>` (the syncer's configuration and the distribution's files) and
+//! `vc-<name>` (the tenant kubeconfig), and the names the serving certificate must cover.
 
 use base64::Engine;
-use serde_json::json;
+use serde_json::{Map, json};
+use sha2::{Digest, Sha256};
 use vnest_crds::{
     SyncerConfig,
     meta::{self, ChildNames},
 };
 
-use super::{Child, ChildKind, Input, endpoint};
+use super::{Child, ChildKind, Input, distro, endpoint};
 
 fn b64(data: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(data)
 }
 
-pub fn syncer_config(input: &Input, names: &ChildNames) -> Child {
+/// The content of `vc-config-<name>`, by key: the syncer's configuration, then the
+/// distribution's files.
+fn config_files(input: &Input) -> Vec<(&'static str, String)> {
     let config = SyncerConfig::from_spec(input.namespace, input.name, input.spec);
     let yaml = serde_yaml::to_string(&config).unwrap_or_default();
+    let mut files = vec![(meta::SYNCER_CONFIG_KEY, yaml)];
+    files.extend(distro::config_files(input));
+    files
+}
+
+pub fn syncer_config(input: &Input, names: &ChildNames) -> Child {
+    let data: Map<_, _> = config_files(input)
+        .into_iter()
+        .map(|(key, text)| (key.to_string(), json!(b64(text.as_bytes()))))
+        .collect();
     input.child(
         ChildKind::Secret,
         &names.config_secret,
         "syncer-config",
-        json!({ "type": "Opaque", "data": { meta::SYNCER_CONFIG_KEY: b64(yaml.as_bytes()) } }),
+        json!({ "type": "Opaque", "data": data }),
     )
+}
+
+/// First 16 hex digits of the SHA-256 of `vc-config-<name>`'s keys and content.
+pub fn config_hash(input: &Input) -> String {
+    let mut hasher = Sha256::new();
+    for (key, text) in config_files(input) {
+        hasher.update(key.as_bytes());
+        hasher.update([0]);
+        hasher.update(text.as_bytes());
+        hasher.update([0]);
+    }
+    hasher.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn context_name(input: &Input) -> String {
@@ -81,22 +109,30 @@ fn url_host(url: &str) -> Option<&str> {
     (!host.is_empty()).then_some(host)
 }
 
-/// Names and addresses the serving certificate is valid for.
+/// Names and addresses the serving certificate is valid for. `cluster_ip` is the `<name>`
+/// Service's, once assigned: tenant pods reach the API through it (the syncer sets their
+/// `KUBERNETES_SERVICE_HOST` to it), and in-cluster clients name it `kubernetes.default.svc`.
 pub fn server_sans(
     namespace: &str,
     name: &str,
     spec: &vnest_crds::VirtualClusterSpec,
     cluster_domain: &str,
+    cluster_ip: Option<&str>,
 ) -> Vec<String> {
     let mut sans = vec![
         name.to_string(),
         format!("{name}.{namespace}"),
         format!("{name}.{namespace}.svc"),
         format!("{name}.{namespace}.svc.{cluster_domain}"),
+        "kubernetes".to_string(),
+        "kubernetes.default".to_string(),
+        "kubernetes.default.svc".to_string(),
+        format!("kubernetes.default.svc.{cluster_domain}"),
         "localhost".to_string(),
         "127.0.0.1".to_string(),
     ];
     let extra = [
+        cluster_ip,
         spec.export_kubeconfig.server.as_deref().and_then(url_host),
         spec.control_plane
             .ingress
@@ -131,6 +167,56 @@ mod tests {
             serde_yaml::from_str(&decode(&secret["data"]["config.yaml"])).unwrap();
         assert_eq!(config.host_namespace, "team-alpha");
         assert!(config.sync.to_host.ingresses.enabled);
+    }
+
+    /// Distro k8s: the controller manager's and syncer's kubeconfig names the mounted PKI
+    /// files and holds no key material itself.
+    #[test]
+    fn k8s_config_secret_holds_an_admin_kubeconfig_without_secrets() {
+        let spec = spec_from_yaml("controlPlane: {distro: {k8s: {enabled: true}}}");
+        let i = input(&spec);
+        let secret = syncer_config(&i, &i.names()).object;
+        let text = decode(&secret["data"]["admin.kubeconfig"]);
+        assert!(!text.contains("BEGIN"), "{text}");
+        let config: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+        let cluster = &config["clusters"][0]["cluster"];
+        assert_eq!(cluster["server"], "https://127.0.0.1:6443");
+        assert_eq!(cluster["certificate-authority"], "/etc/vnest/certs/ca.crt");
+        let user = &config["users"][0]["user"];
+        assert_eq!(user["client-certificate"], "/etc/vnest/certs/client.crt");
+        assert_eq!(user["client-key"], "/etc/vnest/certs/client.key");
+        assert!(secret["data"].get("k0s.yaml").is_none());
+        assert_eq!(decode(&secret["data"]["sa.pub"]), CERTS.ca_public_key);
+        assert!(
+            CERTS
+                .ca_public_key
+                .starts_with("-----BEGIN PUBLIC KEY-----")
+        );
+
+        // k3s writes its own kubeconfig: nothing beside the syncer's config.
+        let k3s_spec = spec_from_yaml("{}");
+        let k3s = input(&k3s_spec);
+        let data = syncer_config(&k3s, &k3s.names()).object["data"].clone();
+        assert_eq!(data.as_object().unwrap().len(), 1, "{data}");
+    }
+
+    #[test]
+    fn k0s_config_binds_loopback_on_the_service_range_with_etcd_and_the_operator_ca() {
+        let spec = spec_from_yaml("controlPlane: {distro: {k0s: {enabled: true}}}");
+        let i = input(&spec);
+        let secret = syncer_config(&i, &i.names()).object;
+        let config: serde_json::Value =
+            serde_yaml::from_str(&decode(&secret["data"]["k0s.yaml"])).unwrap();
+        let spec = &config["spec"];
+        assert_eq!(config["kind"], "ClusterConfig");
+        assert_eq!(spec["api"]["port"], 6443);
+        assert_eq!(spec["api"]["extraArgs"]["bind-address"], "127.0.0.1");
+        assert_eq!(spec["network"]["serviceCIDR"], "10.96.0.0/12");
+        assert_eq!(
+            spec["controllerManager"]["extraArgs"]["root-ca-file"],
+            "/etc/vnest/certs/ca.crt"
+        );
+        assert_eq!(spec["storage"]["type"], "etcd");
     }
 
     #[test]
@@ -173,12 +259,15 @@ mod tests {
         let spec = spec_from_yaml(
             "exportKubeconfig: {server: 'https://vc.example.com:443'}\ncontrolPlane: {ingress: {enabled: true, host: vc-in.example.com}}",
         );
-        let sans = server_sans("ns", "vc", &spec, "cluster.local");
+        let sans = server_sans("ns", "vc", &spec, "cluster.local", Some("10.96.0.12"));
         for want in [
             "vc",
             "vc.ns",
             "vc.ns.svc",
             "vc.ns.svc.cluster.local",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+            "10.96.0.12",
             "vc.example.com",
             "vc-in.example.com",
         ] {

@@ -2,164 +2,41 @@
 //! (zero while asleep), data on the `data` claim template (PVC `data-<name>-0`).
 
 use serde_json::{Value, json};
-use vnest_crds::{
-    DistroConfig, DistroKind,
-    meta::{self, ChildNames},
+use vnest_crds::meta::{self, ChildNames};
+
+use super::{
+    CERTS_DIR, CONFIG_DIR, Child, ChildKind, DATA_DIR, Input, distro,
+    network::{PROXY_PORT, SYNCER_METRICS_PORT},
+    secrets,
 };
 
-use super::{Child, ChildKind, Input, network::PROXY_PORT};
-use crate::certs;
-
-const DATA_DIR: &str = "/data";
-const CONFIG_DIR: &str = "/etc/vnest/config";
-const CERTS_DIR: &str = "/etc/vnest/certs";
 const DEFAULT_PERSISTENCE_SIZE: &str = "5Gi";
+/// The uid and gid every container runs as (distroless's `nonroot`).
+const RUN_AS: i64 = 65532;
 
-/// `repository:tag` from the spec, falling back to the operator's default image.
-fn image(config: &DistroConfig, default: &str) -> String {
-    let (default_repo, default_tag) = default.rsplit_once(':').unwrap_or((default, "latest"));
-    let image = config.image.as_ref();
-    let repo = image
-        .and_then(|i| i.repository.as_deref())
-        .unwrap_or(default_repo);
-    let tag = image.and_then(|i| i.tag.as_deref()).unwrap_or(default_tag);
-    format!("{repo}:{tag}")
+/// The pod half of the `restricted` Pod Security Standard; `fsGroup` makes the data claim
+/// and the Secret volumes readable and writable by [`RUN_AS`].
+fn pod_security_context() -> Value {
+    json!({
+        "runAsNonRoot": true,
+        "runAsUser": RUN_AS,
+        "runAsGroup": RUN_AS,
+        "fsGroup": RUN_AS,
+        "seccompProfile": { "type": "RuntimeDefault" },
+    })
 }
 
-fn mounts(with_certs: bool) -> Value {
-    let mut mounts = vec![json!({ "name": "data", "mountPath": DATA_DIR })];
-    if with_certs {
-        mounts.push(json!({ "name": "certs", "mountPath": CERTS_DIR, "readOnly": true }));
-    }
-    json!(mounts)
+/// The container half of `restricted`. Every container writes only to mounted volumes.
+fn container_security_context() -> Value {
+    json!({
+        "allowPrivilegeEscalation": false,
+        "capabilities": { "drop": ["ALL"] },
+        "readOnlyRootFilesystem": true,
+    })
 }
 
-/// k3s, as vCluster runs it: API server and controllers only, no agent or add-ons.
-fn k3s(input: &Input, config: &DistroConfig) -> Vec<Value> {
-    let mut args = vec![
-        "server".to_string(),
-        format!("--data-dir={DATA_DIR}/k3s"),
-        format!("--write-kubeconfig={DATA_DIR}/k3s-config/kube-config.yaml"),
-        "--disable=traefik,servicelb,metrics-server,local-storage,coredns".to_string(),
-        "--disable-agent".to_string(),
-        "--disable-cloud-controller".to_string(),
-        "--disable-network-policy".to_string(),
-        "--flannel-backend=none".to_string(),
-        "--egress-selector-mode=disabled".to_string(),
-        "--kube-apiserver-arg=bind-address=127.0.0.1".to_string(),
-        "--kube-controller-manager-arg=controllers=*,-nodeipam,-nodelifecycle,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-cloud-node-lifecycle,-ttl".to_string(),
-    ];
-    args.extend(config.extra_args.iter().cloned());
-    vec![json!({
-        "name": "control-plane",
-        "image": image(config, &input.settings.images.k3s),
-        "command": ["/bin/k3s"],
-        "args": args,
-        "resources": control_plane_resources(input),
-        "volumeMounts": mounts(false),
-    })]
-}
-
-fn k0s(input: &Input, config: &DistroConfig) -> Vec<Value> {
-    let mut args = vec![
-        "controller".to_string(),
-        format!("--data-dir={DATA_DIR}/k0s"),
-        "--disable-components=konnectivity-server,kube-scheduler,csr-approver,kube-proxy,coredns,network-provider,helm,metrics-server,worker-config".to_string(),
-        "--status-socket=/run/k0s/status.sock".to_string(),
-    ];
-    args.extend(config.extra_args.iter().cloned());
-    vec![json!({
-        "name": "control-plane",
-        "image": image(config, &input.settings.images.k0s),
-        "command": ["k0s"],
-        "args": args,
-        "resources": control_plane_resources(input),
-        "volumeMounts": mounts(false),
-    })]
-}
-
-/// Upstream Kubernetes: etcd, kube-apiserver and kube-controller-manager side by side,
-/// using the virtual cluster's own CA.
-fn k8s(input: &Input, config: &DistroConfig) -> Vec<Value> {
-    let images = &input.settings.images;
-    let mut apiserver_args = vec![
-        "--bind-address=127.0.0.1".to_string(),
-        "--secure-port=6443".to_string(),
-        "--etcd-servers=http://127.0.0.1:2379".to_string(),
-        format!("--client-ca-file={CERTS_DIR}/{}", certs::CA_CERT),
-        format!("--tls-cert-file={CERTS_DIR}/{}", certs::SERVER_CERT),
-        format!("--tls-private-key-file={CERTS_DIR}/{}", certs::SERVER_KEY),
-        format!("--service-account-key-file={CERTS_DIR}/{}", certs::CA_KEY),
-        format!(
-            "--service-account-signing-key-file={CERTS_DIR}/{}",
-            certs::CA_KEY
-        ),
-        "--service-account-issuer=https://kubernetes.default.svc".to_string(),
-        "--authorization-mode=RBAC".to_string(),
-    ];
-    apiserver_args.extend(config.extra_args.iter().cloned());
-    vec![
-        json!({
-            "name": "etcd",
-            "image": images.etcd,
-            "command": ["etcd"],
-            "args": [
-                format!("--data-dir={DATA_DIR}/etcd"),
-                "--listen-client-urls=http://127.0.0.1:2379",
-                "--advertise-client-urls=http://127.0.0.1:2379",
-            ],
-            "volumeMounts": mounts(false),
-        }),
-        json!({
-            "name": "control-plane",
-            "image": image(config, &images.kube_apiserver),
-            "command": ["kube-apiserver"],
-            "args": apiserver_args,
-            "resources": control_plane_resources(input),
-            "volumeMounts": mounts(true),
-        }),
-        json!({
-            "name": "controller-manager",
-            "image": images.kube_controller_manager,
-            "command": ["kube-controller-manager"],
-            "args": [
-                format!("--kubeconfig={DATA_DIR}/admin.kubeconfig"),
-                format!("--service-account-private-key-file={CERTS_DIR}/{}", certs::CA_KEY),
-                format!("--root-ca-file={CERTS_DIR}/{}", certs::CA_CERT),
-                "--controllers=*,-nodeipam,-nodelifecycle,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-cloud-node-lifecycle,-ttl",
-            ],
-            "volumeMounts": mounts(true),
-        }),
-    ]
-}
-
-fn control_plane_resources(input: &Input) -> Value {
-    input
-        .spec
-        .control_plane
-        .stateful_set
-        .resources
-        .as_ref()
-        .map_or_else(
-            // With limits, so a ResourceQuota on limits.* admits the pod even without a LimitRange.
-        || json!({ "requests": { "cpu": "200m", "memory": "256Mi" }, "limits": { "cpu": "1", "memory": "1Gi" } }),
-            |r| serde_json::to_value(r).unwrap_or_default(),
-        )
-}
-
-/// Where each distro writes the admin kubeconfig the syncer uses on the shared data volume.
-fn virtual_kubeconfig(kind: DistroKind) -> String {
-    match kind {
-        DistroKind::K3s => format!("{DATA_DIR}/k3s-config/kube-config.yaml"),
-        DistroKind::K0s => format!("{DATA_DIR}/k0s/pki/admin.conf"),
-        DistroKind::K8s => format!("{DATA_DIR}/admin.kubeconfig"),
-    }
-}
-
-/// The syncer's `/healthz`, `/readyz` and `/metrics` port, on the pod IP.
-const SYNCER_HEALTH_PORT: i32 = 8081;
-
-fn syncer(input: &Input, kind: DistroKind) -> Value {
+fn syncer(input: &Input) -> Value {
+    let kind = input.spec.control_plane.distro.selected().0;
     let env = |name: &str, path: &str| json!({ "name": name, "valueFrom": { "fieldRef": { "fieldPath": path } } });
     let probe = |path: &str| json!({ "httpGet": { "path": path, "port": "health" }, "periodSeconds": 10, "failureThreshold": 6 });
     json!({
@@ -168,14 +45,14 @@ fn syncer(input: &Input, kind: DistroKind) -> Value {
         "args": [
             format!("--config={CONFIG_DIR}/{}", meta::SYNCER_CONFIG_KEY),
             format!("--certs-dir={CERTS_DIR}"),
-            format!("--virtual-kubeconfig={}", virtual_kubeconfig(kind)),
-            format!("--metrics-address=$(POD_IP):{SYNCER_HEALTH_PORT}"),
+            format!("--virtual-kubeconfig={}", distro::virtual_kubeconfig(kind)),
+            format!("--metrics-address=$(POD_IP):{SYNCER_METRICS_PORT}"),
             // All addresses: the Service reaches the pod IP, port-forwarding reaches loopback.
             format!("--proxy-address=0.0.0.0:{PROXY_PORT}"),
         ],
         "ports": [
             { "name": "https", "containerPort": PROXY_PORT, "protocol": "TCP" },
-            { "name": "health", "containerPort": SYNCER_HEALTH_PORT, "protocol": "TCP" },
+            { "name": "health", "containerPort": SYNCER_METRICS_PORT, "protocol": "TCP" },
         ],
         "env": [env("POD_NAME", "metadata.name"), env("POD_NAMESPACE", "metadata.namespace"), env("POD_IP", "status.podIP")],
         "readinessProbe": probe("/readyz"),
@@ -204,13 +81,18 @@ fn claim_template(input: &Input) -> Value {
 
 pub fn statefulset(input: &Input, names: &ChildNames) -> Child {
     let config = &input.spec.control_plane.stateful_set;
-    let (kind, distro) = input.spec.control_plane.distro.selected();
-    let mut containers = match kind {
-        DistroKind::K3s => k3s(input, &distro),
-        DistroKind::K0s => k0s(input, &distro),
-        DistroKind::K8s => k8s(input, &distro),
-    };
-    containers.push(syncer(input, kind));
+    let control_plane = distro::control_plane(input);
+    let mut containers = control_plane.containers;
+    containers.push(syncer(input));
+    for container in &mut containers {
+        container["securityContext"] = container_security_context();
+    }
+    let mut volumes = vec![
+        json!({ "name": "config", "secret": { "secretName": names.config_secret } }),
+        json!({ "name": "certs", "secret": { "secretName": names.certs_secret } }),
+        json!({ "name": "tmp", "emptyDir": {} }),
+    ];
+    volumes.extend(control_plane.volumes);
 
     let mut pod_labels = config.labels.clone();
     pod_labels.extend(input.labels("control-plane"));
@@ -220,11 +102,9 @@ pub fn statefulset(input: &Input, names: &ChildNames) -> Child {
         "serviceAccountName": names.service_account,
         "terminationGracePeriodSeconds": 10,
         "enableServiceLinks": false,
+        "securityContext": pod_security_context(),
         "containers": containers,
-        "volumes": [
-            { "name": "config", "secret": { "secretName": names.config_secret } },
-            { "name": "certs", "secret": { "secretName": names.certs_secret } },
-        ],
+        "volumes": volumes,
     });
     if !scheduling.node_selector.is_empty() {
         pod_spec["nodeSelector"] = json!(scheduling.node_selector);
@@ -238,10 +118,12 @@ pub fn statefulset(input: &Input, names: &ChildNames) -> Child {
     if let Some(class) = &scheduling.priority_class_name {
         pod_spec["priorityClassName"] = json!(class);
     }
-    let mut template_metadata = json!({ "labels": pod_labels });
-    if !config.annotations.is_empty() {
-        template_metadata["annotations"] = json!(config.annotations);
-    }
+    let mut pod_annotations = config.annotations.clone();
+    pod_annotations.insert(
+        meta::ANNOTATION_CONFIG_HASH.to_string(),
+        secrets::config_hash(input),
+    );
+    let template_metadata = json!({ "labels": pod_labels, "annotations": pod_annotations });
 
     let mut child = input.child(
         ChildKind::StatefulSet,
@@ -383,20 +265,365 @@ controlPlane:
         assert_eq!(sts["metadata"]["labels"]["team"], "platform");
     }
 
+    fn args(container: &Value) -> Vec<&str> {
+        container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect()
+    }
+
+    fn names(sts: &Value) -> Vec<&str> {
+        sts["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect()
+    }
+
+    fn mounts(container: &Value) -> Vec<(&str, &str)> {
+        container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["name"].as_str().unwrap(),
+                    m["mountPath"].as_str().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    const K8S: &str = "controlPlane: {distro: {k8s: {enabled: true}}}";
+    const K8S_ETCD: &str = "controlPlane: {distro: {k8s: {enabled: true}}, backingStore: {etcd: {embedded: {enabled: true}}}}";
+    const K3S_ETCD: &str = "controlPlane: {backingStore: {etcd: {embedded: {enabled: true}}}}";
+    const K0S: &str = "controlPlane: {distro: {k0s: {enabled: true}}}";
+
+    /// Distro k8s by default: kine on SQLite in the data claim, kube-apiserver and
+    /// kube-controller-manager, all three from the one kubernetes image.
     #[test]
-    fn k0s_and_k8s_replace_the_control_plane_container() {
-        let k0s = sts("controlPlane: {distro: {k0s: {enabled: true}}}");
+    fn k8s_runs_kine_apiserver_and_controller_manager_from_one_image() {
+        let sts = sts(K8S);
         assert_eq!(
-            container(&k0s, "control-plane")["image"],
-            "k0sproject/k0s:v1.31.2-k0s.0"
+            names(&sts),
+            ["kine", "control-plane", "controller-manager", "syncer"]
         );
-        let k8s = sts("controlPlane: {distro: {k8s: {enabled: true}}}");
+        for name in ["kine", "control-plane", "controller-manager"] {
+            assert_eq!(
+                container(&sts, name)["image"],
+                "ghcr.io/vnest-dev/kubernetes:v1.37.2"
+            );
+        }
+        let kine = container(&sts, "kine");
+        assert_eq!(kine["command"], json!(["/usr/local/bin/kine"]));
         assert_eq!(
-            container(&k8s, "control-plane")["command"][0],
-            "kube-apiserver"
+            args(kine),
+            [
+                "--listen-address=127.0.0.1:2379",
+                "--metrics-bind-address=0"
+            ]
         );
-        container(&k8s, "etcd");
-        container(&k8s, "controller-manager");
+        assert_eq!(kine["workingDir"], "/data");
+        assert!(mounts(kine).contains(&("data", "/data")));
+
+        let apiserver = container(&sts, "control-plane");
+        assert_eq!(
+            apiserver["command"],
+            json!(["/usr/local/bin/kube-apiserver"])
+        );
+        let apiserver_args = args(apiserver);
+        for want in [
+            "--etcd-servers=http://127.0.0.1:2379",
+            "--service-cluster-ip-range=10.96.0.0/12",
+            "--endpoint-reconciler-type=none",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--tls-cert-file=/etc/vnest/certs/tls.crt",
+            "--service-account-key-file=/etc/vnest/config/sa.pub",
+            "--service-account-signing-key-file=/etc/vnest/certs/ca.key",
+        ] {
+            assert!(apiserver_args.contains(&want), "{want}: {apiserver_args:?}");
+        }
+
+        let cm = container(&sts, "controller-manager");
+        assert_eq!(
+            cm["command"],
+            json!(["/usr/local/bin/kube-controller-manager"])
+        );
+        let cm_args = args(cm);
+        for want in [
+            "--kubeconfig=/etc/vnest/config/admin.kubeconfig",
+            "--authentication-kubeconfig=/etc/vnest/config/admin.kubeconfig",
+            "--authorization-kubeconfig=/etc/vnest/config/admin.kubeconfig",
+            "--use-service-account-credentials=true",
+            "--leader-elect=false",
+            "--secure-port=0",
+            "--service-account-private-key-file=/etc/vnest/certs/ca.key",
+            "--root-ca-file=/etc/vnest/certs/ca.crt",
+            // v1.37 refuses unknown controller names, and cloud-node-lifecycle is gone.
+            "--controllers=*,-nodeipam,-nodelifecycle,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-ttl",
+        ] {
+            assert!(cm_args.contains(&want), "{want}: {cm_args:?}");
+        }
+        assert!(mounts(cm).contains(&("config", "/etc/vnest/config")));
+        assert!(
+            args(container(&sts, "syncer"))
+                .contains(&"--virtual-kubeconfig=/etc/vnest/config/admin.kubeconfig")
+        );
+    }
+
+    /// `distro.k8s.image` moves kine, the API server and the controller manager together.
+    #[test]
+    fn the_k8s_image_override_applies_to_all_three_binaries() {
+        let sts = sts(
+            "controlPlane: {distro: {k8s: {enabled: true, image: {repository: registry.local/k8s, tag: v1.37.3}}}}",
+        );
+        for name in ["kine", "control-plane", "controller-manager"] {
+            assert_eq!(container(&sts, name)["image"], "registry.local/k8s:v1.37.3");
+        }
+    }
+
+    #[test]
+    fn k8s_with_the_etcd_backing_store_runs_etcd_instead_of_kine() {
+        let sts = sts(K8S_ETCD);
+        assert_eq!(
+            names(&sts),
+            ["etcd", "control-plane", "controller-manager", "syncer"]
+        );
+        let etcd = container(&sts, "etcd");
+        assert_eq!(etcd["image"], "registry.k8s.io/etcd:3.7.0-0");
+        assert_eq!(etcd["command"], json!(["/usr/local/bin/etcd"]));
+        let etcd_args = args(etcd);
+        for want in [
+            "--data-dir=/data/etcd",
+            "--listen-client-urls=http://127.0.0.1:2379",
+            "--advertise-client-urls=http://127.0.0.1:2379",
+            "--listen-peer-urls=http://127.0.0.1:2380",
+        ] {
+            assert!(etcd_args.contains(&want), "{want}: {etcd_args:?}");
+        }
+        assert!(
+            !etcd_args
+                .iter()
+                .any(|a| a.starts_with("--listen-metrics-urls"))
+        );
+    }
+
+    /// vCluster v0.19's k3s arguments, plus the operator's CA for tenant pods' kube-root-ca.crt.
+    #[test]
+    fn k3s_runs_without_scheduler_on_the_host_service_range_and_the_operator_ca() {
+        let k3s = sts("{}");
+        let cp = container(&k3s, "control-plane");
+        let cp_args = args(cp);
+        for want in [
+            "--disable-scheduler",
+            "--service-cidr=10.96.0.0/12",
+            "--kube-apiserver-arg=endpoint-reconciler-type=none",
+            "--write-kubeconfig-mode=0600",
+            "--kube-controller-manager-arg=root-ca-file=/etc/vnest/certs/ca.crt",
+        ] {
+            assert!(cp_args.contains(&want), "{want}: {cp_args:?}");
+        }
+        assert!(!cp_args.contains(&"--cluster-init"));
+        assert!(mounts(cp).contains(&("certs", "/etc/vnest/certs")));
+        let etcd = sts(K3S_ETCD);
+        assert!(args(container(&etcd, "control-plane")).contains(&"--cluster-init"));
+        assert_eq!(names(&etcd), ["control-plane", "syncer"]);
+    }
+
+    #[test]
+    fn k0s_reads_its_config_from_the_config_secret() {
+        let sts = sts(K0S);
+        let cp = container(&sts, "control-plane");
+        assert_eq!(cp["image"], "k0sproject/k0s:v1.31.2-k0s.0");
+        assert!(args(cp).contains(&"--config=/etc/vnest/config/k0s.yaml"));
+        assert!(mounts(cp).contains(&("config", "/etc/vnest/config")));
+        assert!(mounts(cp).contains(&("certs", "/etc/vnest/certs")));
+    }
+
+    /// A ResourceQuota on `limits.*` admits the pod only if every container has limits.
+    #[test]
+    fn every_container_has_requests_and_limits() {
+        for spec in ["{}", K3S_ETCD, K0S, K8S, K8S_ETCD] {
+            let sts = sts(spec);
+            for c in sts["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .unwrap()
+            {
+                for key in ["requests", "limits"] {
+                    for resource in ["cpu", "memory"] {
+                        assert!(
+                            c["resources"][key][resource].is_string(),
+                            "{spec}: {} has no {key}.{resource}",
+                            c["name"]
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Violations of the `restricted` Pod Security Standard (v1.37's checks that a pod
+    /// template can fail), as the admission plugin words them.
+    fn restricted_violations(pod: &Value) -> Vec<String> {
+        const VOLUME_TYPES: [&str; 8] = [
+            "configMap",
+            "csi",
+            "downwardAPI",
+            "emptyDir",
+            "ephemeral",
+            "persistentVolumeClaim",
+            "projected",
+            "secret",
+        ];
+        let mut out = Vec::new();
+        let pod_sc = &pod["securityContext"];
+        for host in ["hostNetwork", "hostPID", "hostIPC"] {
+            if pod[host] == true {
+                out.push(format!("{host}=true"));
+            }
+        }
+        if pod_sc.get("sysctls").is_some() {
+            out.push("sysctls".into());
+        }
+        for volume in pod["volumes"].as_array().into_iter().flatten() {
+            for key in volume.as_object().unwrap().keys() {
+                if key != "name" && !VOLUME_TYPES.contains(&key.as_str()) {
+                    out.push(format!("volume {} of type {key}", volume["name"]));
+                }
+            }
+        }
+        let seccomp_ok = |sc: &Value| {
+            matches!(
+                sc["seccompProfile"]["type"].as_str(),
+                Some("RuntimeDefault" | "Localhost")
+            )
+        };
+        if pod_sc["runAsUser"] == 0 {
+            out.push("pod runAsUser=0".into());
+        }
+        let containers = ["initContainers", "containers"]
+            .iter()
+            .flat_map(|k| pod[*k].as_array().into_iter().flatten());
+        for c in containers {
+            let name = &c["name"];
+            let sc = &c["securityContext"];
+            if sc["privileged"] == true {
+                out.push(format!("{name}: privileged"));
+            }
+            if sc["allowPrivilegeEscalation"] != false {
+                out.push(format!("{name}: allowPrivilegeEscalation != false"));
+            }
+            let drop = sc["capabilities"]["drop"].as_array();
+            if !drop.is_some_and(|d| d.contains(&json!("ALL"))) {
+                out.push(format!("{name}: capabilities.drop lacks ALL"));
+            }
+            for add in sc["capabilities"]["add"].as_array().into_iter().flatten() {
+                if add != "NET_BIND_SERVICE" {
+                    out.push(format!("{name}: adds capability {add}"));
+                }
+            }
+            let non_root = sc["runAsNonRoot"] == true
+                || (pod_sc["runAsNonRoot"] == true && sc["runAsNonRoot"] != false);
+            if !non_root {
+                out.push(format!("{name}: runAsNonRoot != true"));
+            }
+            if sc["runAsUser"] == 0 {
+                out.push(format!("{name}: runAsUser=0"));
+            }
+            let seccomp = if sc.get("seccompProfile").is_some() {
+                seccomp_ok(sc)
+            } else {
+                seccomp_ok(pod_sc)
+            };
+            if !seccomp {
+                out.push(format!(
+                    "{name}: seccompProfile not RuntimeDefault or Localhost"
+                ));
+            }
+            for port in c["ports"].as_array().into_iter().flatten() {
+                if port["hostPort"].as_i64().unwrap_or(0) != 0 {
+                    out.push(format!("{name}: hostPort"));
+                }
+            }
+        }
+        out
+    }
+
+    /// The whole pod passes `restricted`, whatever the distribution and store, so a
+    /// VirtualCluster can live in a namespace that enforces it.
+    #[test]
+    fn the_pod_passes_the_restricted_pod_security_standard() {
+        for spec in ["{}", K3S_ETCD, K0S, K8S, K8S_ETCD] {
+            let sts = sts(spec);
+            let pod = &sts["spec"]["template"]["spec"];
+            assert_eq!(restricted_violations(pod), Vec::<String>::new(), "{spec}");
+            assert_eq!(pod["securityContext"]["runAsUser"], 65532);
+            assert_eq!(pod["securityContext"]["fsGroup"], 65532);
+            for c in pod["containers"].as_array().unwrap() {
+                assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+            }
+        }
+        // The checker itself catches what it is for.
+        let bad = json!({
+            "hostNetwork": true,
+            "volumes": [{ "name": "h", "hostPath": { "path": "/" } }],
+            "containers": [{ "name": "c", "securityContext": { "privileged": true } }],
+        });
+        assert_eq!(
+            restricted_violations(&bad).len(),
+            7,
+            "{:?}",
+            restricted_violations(&bad)
+        );
+    }
+
+    /// Every path a container writes is a volume, so a read-only root filesystem holds.
+    #[test]
+    fn writable_paths_are_mounted_volumes() {
+        let k3s = sts("{}");
+        let cp = mounts(container(&k3s, "control-plane"));
+        assert!(cp.contains(&("etc-rancher", "/etc/rancher")) && cp.contains(&("tmp", "/tmp")));
+        let k0s = sts(K0S);
+        assert!(mounts(container(&k0s, "control-plane")).contains(&("run-k0s", "/run/k0s")));
+        for set in [&k3s, &k0s, &sts(K8S)] {
+            let pod = &set["spec"]["template"]["spec"];
+            let volumes: Vec<&str> = pod["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v["name"].as_str().unwrap())
+                .collect();
+            for c in pod["containers"].as_array().unwrap() {
+                for (name, _) in mounts(c) {
+                    assert!(name == "data" || volumes.contains(&name), "{name}");
+                }
+            }
+        }
+    }
+
+    /// A `spec.sync` edit changes `vc-config-<name>`, so the pod rolls and the syncer reads it;
+    /// an unchanged spec leaves the pod alone.
+    #[test]
+    fn the_config_hash_follows_the_config_secret() {
+        let hash = |yaml: &str| {
+            sts(yaml)["spec"]["template"]["metadata"]["annotations"]["vnest.dev/config-hash"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        let before = hash("{}");
+        assert_eq!(before.len(), 16);
+        assert_eq!(hash("{}"), before);
+        assert_ne!(hash("sync: {toHost: {ingresses: {enabled: true}}}"), before);
+        assert_ne!(hash(K8S), before);
+        let annotated = sts("controlPlane: {statefulSet: {annotations: {a: b}}}");
+        let annotations = &annotated["spec"]["template"]["metadata"]["annotations"];
+        assert_eq!(annotations["a"], "b");
+        assert_eq!(annotations["vnest.dev/config-hash"], before);
     }
 
     #[test]

@@ -228,7 +228,7 @@ mod tests {
     #[test]
     fn the_sni_of_a_real_client_hello_picks_the_cluster_whose_ca_the_client_trusts() {
         let spec = vnest_crds::VirtualClusterSpec::default();
-        let sans = crate::desired::server_sans("team-a", "dev", &spec, "cluster.local");
+        let sans = crate::desired::server_sans("team-a", "dev", &spec, "cluster.local", None);
         let certs = Certs::generate("team-a/dev", &sans).unwrap();
         let mut roots = RootCertStore::empty();
         for ca in CertificateDer::pem_slice_iter(certs.ca_cert.as_bytes()) {
