@@ -756,6 +756,7 @@ async fn cleanup(vc: &VirtualCluster, ctx: &Context) -> Result<Action, Error> {
         Err(kube::Error::Api(s)) if s.code == 404 => {}
         Err(err) => return Err(err.into()),
     }
+    stop_control_plane(ctx, &namespace, &names.statefulset).await?;
     let selector =
         ListParams::default().labels(&format!("{}={name}", meta::LABEL_SYNCER_MANAGED_BY));
     for ar in syncer_made_kinds() {
@@ -773,6 +774,34 @@ async fn cleanup(vc: &VirtualCluster, ctx: &Context) -> Result<Action, Error> {
     ctx.record_phase(ObjectRef::from_obj(vc), None);
     info!("cleaned up cluster-scoped and syncer-made objects");
     Ok(Action::await_change())
+}
+
+/// Deletes the control plane's StatefulSet and fails (so the finalizer stays and the cleanup is
+/// retried) until its pod is gone: the syncer runs in that pod and would recreate whatever
+/// the cleanup removes while it lives.
+async fn stop_control_plane(
+    ctx: &Context,
+    namespace: &str,
+    statefulset: &str,
+) -> Result<(), Error> {
+    use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Pod};
+    let statefulsets: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), namespace);
+    match statefulsets
+        .delete(statefulset, &DeleteParams::background())
+        .await
+    {
+        Ok(_) => ctx.metrics.write("StatefulSet", "delete"),
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(err) => return Err(err.into()),
+    }
+    let pod = format!("{statefulset}-0");
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    if pods.get_opt(&pod).await?.is_some() {
+        return Err(Error::Finalizer(format!(
+            "failed to remove the syncer's objects yet: waiting for pod {namespace}/{pod} (the syncer) to stop"
+        )));
+    }
+    Ok(())
 }
 
 async fn reconcile(vc: Arc<VirtualCluster>, ctx: Arc<Context>) -> Result<Action, Error> {

@@ -342,10 +342,13 @@ apiserver() { # name port prefix issuer [extra flags...]
 }
 say "starting host kube-apiserver on 127.0.0.1:$HOST_PORT and virtual kube-apiserver on 127.0.0.1:$VIRTUAL_PORT"
 # The host's `kubernetes` Service leads pods on the real node to the API server through the
-# relay on the node's address (node.sh); its kubelet is dialled with the admin certificate.
+# relay on the node's address (node.sh); its kubelet is dialled with the admin certificate, at
+# its InternalIP (the default dials the node's host name first, which only the machine's own
+# resolver could answer, outside the bed).
 apiserver host-apiserver "$HOST_PORT" /host https://kubernetes.default.svc.cluster.local \
   --advertise-address="$NODE_IP" --endpoint-reconciler-type=lease \
-  --kubelet-client-certificate="$PKI/admin.crt" --kubelet-client-key="$PKI/admin.key"
+  --kubelet-client-certificate="$PKI/admin.crt" --kubelet-client-key="$PKI/admin.key" \
+  --kubelet-preferred-address-types=InternalIP
 apiserver virtual-apiserver "$VIRTUAL_PORT" /virtual https://virtual.vnest-testbed.local \
   --advertise-address=127.0.0.1 --endpoint-reconciler-type=none
 wait_for host-apiserver 90 "host kube-apiserver /readyz" readyz "$HOST_PORT"

@@ -1,0 +1,403 @@
+//! End to end on the bed's real node: the control-plane pod the operator writes (distro `k8s`,
+//! kine + SQLite on the data claim, the syncer on the operator-made ServiceAccount) runs as
+//! real containers, and a tenant's workloads run, talk to each other and are reachable through
+//! it — from apply to delete. No harness process stands in for any part of the pod.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::Path,
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use k8s_openapi::api::{
+    apps::v1::StatefulSet,
+    core::v1::{PersistentVolumeClaim, Pod, Secret, Service},
+};
+use kube::{
+    Api,
+    api::{ListParams, ObjectMeta},
+};
+use serde_json::json;
+use vnest_tests::{
+    bed,
+    bed::workspace_binary,
+    fixtures::{self, create_virtual_cluster, patch_spec, wait_condition},
+    node::{
+        all_containers_ready, delete_data_volume, local_image, real_node,
+        tenant_kubeconfig_through_service,
+    },
+    wait,
+};
+
+const VC: &str = "vc";
+/// Cold start of the control-plane pod on a busy 2-core machine, with margin.
+const START: Duration = Duration::from_secs(180);
+const CONVERGE: Duration = Duration::from_secs(90);
+
+/// Runs the bed's kubectl as the tenant, giving up on a request after 20 s; stdout, or stderr
+/// as the error.
+fn tenant(kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
+    let mut all = vec!["--request-timeout=20s"];
+    all.extend_from_slice(args);
+    bed().kubectl_with(kubeconfig, &all)
+}
+
+/// The tenant's workload: a Deployment of two vnest-echo pods on the real node that pass the
+/// `restricted` Pod Security Standard, and a Service in front of them.
+fn workload(placement: &serde_json::Value) -> String {
+    let image = local_image("vnest-echo");
+    let doc = json!({
+        "apiVersion": "v1", "kind": "List", "items": [
+            {
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": { "name": "echo", "namespace": "default" },
+                "spec": {
+                    "replicas": 2,
+                    "selector": { "matchLabels": { "app": "echo" } },
+                    "template": {
+                        "metadata": { "labels": { "app": "echo" } },
+                        "spec": {
+                            "nodeSelector": placement["nodeSelector"],
+                            "tolerations": placement["tolerations"],
+                            "terminationGracePeriodSeconds": 2,
+                            "securityContext": { "runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": { "type": "RuntimeDefault" } },
+                            "containers": [{
+                                "name": "echo", "image": image, "imagePullPolicy": "Never",
+                                "args": ["serve", ":8080"],
+                                "ports": [{ "containerPort": 8080 }],
+                                "readinessProbe": { "httpGet": { "path": "/ready", "port": 8080 }, "periodSeconds": 2 },
+                                "securityContext": { "allowPrivilegeEscalation": false, "capabilities": { "drop": ["ALL"] } },
+                            }],
+                        },
+                    },
+                },
+            },
+            {
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": { "name": "echo", "namespace": "default" },
+                "spec": { "selector": { "app": "echo" }, "ports": [{ "port": 80, "targetPort": 8080 }] },
+            },
+        ]
+    });
+    serde_json::to_string(&doc).unwrap()
+}
+
+/// Apply → every container of `vc-0` Running and ready on the real node → `Ready` → the tenant's
+/// kubeconfig works through the host Service and through `kubectl vnest connect
+/// --port-forward` → the tenant's Deployment runs as real containers whose pods reach each other
+/// through the virtual Service's ClusterIP, with logs and exec through the proxy → a
+/// `spec.sync` edit reaches the running syncer → pause (StatefulSet at 0) and resume keep the
+/// tenant's objects → deleting the VirtualCluster leaves nothing behind.
+#[tokio::test]
+async fn a_k8s_virtual_cluster_runs_for_real_from_apply_to_delete() {
+    let node = real_node();
+    let fixtures::Setup {
+        client,
+        ns,
+        operator: _operator,
+    } = fixtures::setup("real").await;
+    let volume = node.provide_data_volume(&client, &ns.name, VC).await;
+    let placement = node.placement();
+    create_virtual_cluster(
+        &client,
+        &ns.name,
+        VC,
+        json!({
+            "controlPlane": {
+                "distro": { "k8s": { "enabled": true } },
+                "statefulSet": { "scheduling": placement, "persistence": { "size": "1Gi" } },
+            },
+            "policies": { "podSecurityStandard": "restricted" },
+        }),
+    )
+    .await;
+
+    // The control plane runs for real: every container Running and ready on the real node.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let control_plane = all_containers_ready(&pods, "vc-0", &node.name, START).await;
+    let containers: Vec<&str> = control_plane
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    for expected in ["kine", "control-plane", "controller-manager", "syncer"] {
+        assert!(
+            containers.contains(&expected),
+            "{expected} missing from {containers:?}"
+        );
+    }
+    wait_condition(&client, &ns.name, VC, "Ready", "True", CONVERGE).await;
+
+    // The tenant's kubeconfig, through the host Service (kube-proxy → the syncer's proxy).
+    let kubeconfig = tenant_kubeconfig_through_service(&client, &ns.name, VC).await;
+    wait::until("the tenant API through the Service", CONVERGE, || async {
+        tenant(&kubeconfig, &["get", "--raw", "/readyz"])
+    })
+    .await;
+
+    // ... and through `kubectl vnest connect --port-forward` (host API server → kubelet →
+    // containerd's port-forward into the pod).
+    let forwarded = std::env::temp_dir().join(format!("vnest-real-{}.kubeconfig", ns.name));
+    let _ = std::fs::remove_file(&forwarded);
+    let mut connect = plugin_connect(&ns.name, &forwarded);
+    let namespaces = wait::until("kubectl through the port-forward", CONVERGE, || async {
+        tenant(&forwarded, &["get", "namespace", "default", "-o", "name"])
+    })
+    .await;
+    assert_eq!(namespaces.trim(), "namespace/default");
+    connect.kill().unwrap();
+    connect.wait().unwrap();
+
+    // The tenant's Deployment and Service; its pods run as real containers on the real node.
+    let manifest = std::env::temp_dir().join(format!("vnest-real-{}-workload.json", ns.name));
+    std::fs::write(&manifest, workload(&placement)).unwrap();
+    tenant(&kubeconfig, &["apply", "-f", manifest.to_str().unwrap()]).unwrap();
+    let host_pods = wait::until("two tenant pods on the host", CONVERGE, || async {
+        let list = pods
+            .list(&ListParams::default().labels("vcluster.loft.sh/managed-by=vc"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let names: Vec<String> = list
+            .items
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        if names.len() == 2 {
+            Ok(names)
+        } else {
+            Err(format!("{names:?}"))
+        }
+    })
+    .await;
+    for name in &host_pods {
+        all_containers_ready(&pods, name, &node.name, START).await;
+    }
+    let virtual_pods = wait::until("both virtual pods Running and ready", CONVERGE, || async {
+        let out = tenant(
+            &kubeconfig,
+            &[
+                "get", "pods", "-l", "app=echo", "-o",
+                r#"jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}"#,
+            ],
+        )?;
+        let running: Vec<String> = out
+            .lines()
+            .filter(|l| l.ends_with(" Running True"))
+            .map(|l| l.split(' ').next().unwrap().to_string())
+            .collect();
+        if running.len() == 2 { Ok(running) } else { Err(out) }
+    })
+    .await;
+
+    // One tenant pod reaches the others through the virtual Service's ClusterIP (kubectl exec
+    // through the proxy runs the client inside the real container).
+    let service_ip = tenant(
+        &kubeconfig,
+        &["get", "service", "echo", "-o", "jsonpath={.spec.clusterIP}"],
+    )
+    .unwrap();
+    let url = format!("http://{service_ip}:80/through-the-service");
+    let answer = wait::until("a pod answering through the Service", CONVERGE, || async {
+        tenant(
+            &kubeconfig,
+            &["exec", &virtual_pods[0], "--", "vnest-echo", "get", &url],
+        )
+    })
+    .await;
+    assert!(answer.contains("GET /through-the-service"), "{answer}");
+
+    // Logs through the proxy come from the real container.
+    let logs = wait::until("the request in a pod's log", CONVERGE, || async {
+        let mut all = String::new();
+        for pod in &virtual_pods {
+            all += &tenant(&kubeconfig, &["logs", pod])?;
+        }
+        if all.contains("GET /through-the-service") {
+            Ok(all)
+        } else {
+            Err(all)
+        }
+    })
+    .await;
+    assert!(logs.contains("listening on :8080"), "{logs}");
+
+    // A `spec.sync` edit reaches the running syncer: with configmaps.all, a ConfigMap no pod
+    // uses is synced too.
+    tenant(
+        &kubeconfig,
+        &["create", "configmap", "unused", "--from-literal=k=v"],
+    )
+    .unwrap();
+    patch_spec(
+        &client,
+        &ns.name,
+        VC,
+        json!({ "sync": { "toHost": { "configmaps": { "all": true } } } }),
+    )
+    .await;
+    let host_configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), &ns.name);
+    wait::until(
+        "ConfigMap unused on the host after the sync edit",
+        START,
+        || async {
+            host_configmaps
+                .get_opt("unused-x-default-x-vc")
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| "not there yet".to_string())
+        },
+    )
+    .await;
+
+    // Pause (StatefulSet at 0) and resume: the tenant's objects survive in SQLite on the claim.
+    patch_spec(&client, &ns.name, VC, json!({ "paused": true })).await;
+    let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), &ns.name);
+    wait::until("the control plane scaled to 0", CONVERGE, || async {
+        let statefulset = statefulsets.get(VC).await.map_err(|e| e.to_string())?;
+        let replicas = statefulset.spec.replicas;
+        let pod = pods.get_opt("vc-0").await.map_err(|e| e.to_string())?;
+        if replicas == Some(0) && pod.is_none() {
+            Ok(())
+        } else {
+            Err(format!(
+                "replicas {replicas:?}, pod present: {}",
+                pod.is_some()
+            ))
+        }
+    })
+    .await;
+    assert!(
+        volume.join("db/state.db").exists(),
+        "kine's SQLite database is on the data claim"
+    );
+    patch_spec(&client, &ns.name, VC, json!({ "paused": false })).await;
+    all_containers_ready(&pods, "vc-0", &node.name, START).await;
+    wait_condition(&client, &ns.name, VC, "Ready", "True", CONVERGE).await;
+    let kept = wait::until(
+        "the tenant's Deployment after the wake",
+        CONVERGE,
+        || async { tenant(&kubeconfig, &["get", "deployment", "echo", "-o", "name"]) },
+    )
+    .await;
+    assert_eq!(kept.trim(), "deployment.apps/echo");
+
+    // Deleting the VirtualCluster leaves nothing behind in the namespace.
+    Api::<vnest_crds::VirtualCluster>::namespaced(client.clone(), &ns.name)
+        .delete(VC, &Default::default())
+        .await
+        .unwrap();
+    wait::until("nothing of the virtual cluster left", START, || async {
+        let left = leftovers(&client, &ns.name).await?;
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{left:?}"))
+        }
+    })
+    .await;
+    delete_data_volume(&client, &ns.name, VC).await;
+    ns.delete(&client).await;
+}
+
+/// Names of every object in `namespace` that the operator or the syncer made for `vc`.
+async fn leftovers(client: &kube::Client, namespace: &str) -> Result<Vec<String>, String> {
+    let mut left = Vec::new();
+    let names = |items: Vec<ObjectMeta>, kind: &str| -> Vec<String> {
+        items
+            .into_iter()
+            .filter_map(|m| m.name.map(|n| format!("{kind}/{n}")))
+            .collect()
+    };
+    let all = ListParams::default();
+    let e = |e: kube::Error| e.to_string();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    left.extend(names(
+        pods.list(&all)
+            .await
+            .map_err(e)?
+            .items
+            .into_iter()
+            .map(|o| o.metadata)
+            .collect(),
+        "Pod",
+    ));
+    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+    left.extend(names(
+        services
+            .list(&all)
+            .await
+            .map_err(e)?
+            .items
+            .into_iter()
+            .map(|o| o.metadata)
+            .collect(),
+        "Service",
+    ));
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    left.extend(names(
+        secrets
+            .list(&all)
+            .await
+            .map_err(e)?
+            .items
+            .into_iter()
+            .map(|o| o.metadata)
+            .collect(),
+        "Secret",
+    ));
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    left.extend(names(
+        claims
+            .list(&all)
+            .await
+            .map_err(e)?
+            .items
+            .into_iter()
+            .map(|o| o.metadata)
+            .collect(),
+        "PersistentVolumeClaim",
+    ));
+    let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
+    left.extend(names(
+        statefulsets
+            .list(&all)
+            .await
+            .map_err(e)?
+            .items
+            .into_iter()
+            .map(|o| o.metadata)
+            .collect(),
+        "StatefulSet",
+    ));
+    Ok(left)
+}
+
+/// `kubectl vnest connect vc --port-forward --output FILE`, running until killed; returns once
+/// it says where it forwards.
+fn plugin_connect(namespace: &str, output: &Path) -> std::process::Child {
+    let plugin = workspace_binary("kubectl-vnest", "VNEST_PLUGIN_BIN");
+    let mut child = Command::new(plugin)
+        .arg("--kubeconfig")
+        .arg(bed().host_kubeconfig())
+        .args(["connect", VC, "-n", namespace, "--port-forward", "--output"])
+        .arg(output)
+        .env_remove("KUBECONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("kubectl vnest connect");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let said = lines.find(|line| line.as_ref().is_ok_and(|l| l.starts_with("forwarding")));
+    assert!(
+        said.is_some(),
+        "kubectl vnest connect never said it forwards"
+    );
+    // Keep reading, so that nothing it says later meets a closed pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    child
+}
