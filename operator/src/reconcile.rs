@@ -796,7 +796,11 @@ async fn stop_control_plane(
     }
     let pod = format!("{statefulset}-0");
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
-    if pods.get_opt(&pod).await?.is_some() {
+    // A list (which the chart's RBAC grants for the cleanup), not a get.
+    let running = pods
+        .list_metadata(&ListParams::default().fields(&format!("metadata.name={pod}")))
+        .await?;
+    if !running.items.is_empty() {
         return Err(Error::Finalizer(format!(
             "failed to remove the syncer's objects yet: waiting for pod {namespace}/{pod} (the syncer) to stop"
         )));
