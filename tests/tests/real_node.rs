@@ -14,10 +14,7 @@ use k8s_openapi::api::{
     apps::v1::StatefulSet,
     core::v1::{PersistentVolumeClaim, Pod, Secret, Service},
 };
-use kube::{
-    Api,
-    api::{ListParams, ObjectMeta},
-};
+use kube::{Api, api::ListParams};
 use serde_json::json;
 use vnest_tests::{
     bed,
@@ -306,75 +303,33 @@ async fn a_k8s_virtual_cluster_runs_for_real_from_apply_to_delete() {
 
 /// Names of every object in `namespace` that the operator or the syncer made for `vc`.
 async fn leftovers(client: &kube::Client, namespace: &str) -> Result<Vec<String>, String> {
-    let mut left = Vec::new();
-    let names = |items: Vec<ObjectMeta>, kind: &str| -> Vec<String> {
-        items
-            .into_iter()
-            .filter_map(|m| m.name.map(|n| format!("{kind}/{n}")))
-            .collect()
-    };
-    let all = ListParams::default();
-    let e = |e: kube::Error| e.to_string();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    left.extend(names(
-        pods.list(&all)
-            .await
-            .map_err(e)?
-            .items
-            .into_iter()
-            .map(|o| o.metadata)
-            .collect(),
-        "Pod",
-    ));
-    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
-    left.extend(names(
-        services
-            .list(&all)
-            .await
-            .map_err(e)?
-            .items
-            .into_iter()
-            .map(|o| o.metadata)
-            .collect(),
-        "Service",
-    ));
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    left.extend(names(
-        secrets
-            .list(&all)
-            .await
-            .map_err(e)?
-            .items
-            .into_iter()
-            .map(|o| o.metadata)
-            .collect(),
-        "Secret",
-    ));
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
-    left.extend(names(
-        claims
-            .list(&all)
-            .await
-            .map_err(e)?
-            .items
-            .into_iter()
-            .map(|o| o.metadata)
-            .collect(),
-        "PersistentVolumeClaim",
-    ));
-    let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
-    left.extend(names(
-        statefulsets
-            .list(&all)
-            .await
-            .map_err(e)?
-            .items
-            .into_iter()
-            .map(|o| o.metadata)
-            .collect(),
-        "StatefulSet",
-    ));
+    let mut left = names_of::<Pod>(client, namespace).await?;
+    left.extend(names_of::<Service>(client, namespace).await?);
+    left.extend(names_of::<Secret>(client, namespace).await?);
+    left.extend(names_of::<PersistentVolumeClaim>(client, namespace).await?);
+    left.extend(names_of::<StatefulSet>(client, namespace).await?);
     Ok(left)
+}
+
+/// `<Kind>/<name>` of every `K` in `namespace`.
+async fn names_of<K>(client: &kube::Client, namespace: &str) -> Result<Vec<String>, String>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let kind = K::kind(&Default::default()).to_string();
+    let list = Api::<K>::namespaced(client.clone(), namespace)
+        .list_metadata(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name.map(|n| format!("{kind}/{n}")))
+        .collect())
 }
 
 /// `kubectl vnest connect vc --port-forward --output FILE`, running until killed; returns once
