@@ -1,8 +1,13 @@
 //! Leader election through a `coordination.k8s.io/v1` Lease, so two operator replicas never
 //! reconcile at once. The holder renews every third of the lease; a replica that cannot renew
 //! before the lease runs out stops (its Deployment restarts it as a standby).
+//!
+//! A standby judges the lease expired by its own monotonic clock, as client-go does: by how long
+//! the lease's resourceVersion has stayed unchanged since this replica first saw it, never by
+//! comparing the holder's `renewTime` with the local wall clock. Replicas with skewed clocks
+//! therefore cannot both believe they lead.
 
-use std::time::Duration;
+use std::{sync::Mutex, time::Duration};
 
 use k8s_openapi::{
     api::coordination::v1::{Lease, LeaseSpec},
@@ -13,6 +18,7 @@ use kube::{
     Api, Client,
     api::{ObjectMeta, PostParams},
 };
+use tokio::time::Instant;
 use tracing::{info, warn};
 
 pub struct LeaderElection {
@@ -20,19 +26,39 @@ pub struct LeaderElection {
     name: String,
     identity: String,
     lease_duration: Duration,
+    observed: Mutex<Option<Observation>>,
 }
 
-/// Whether `lease` lets `identity` take or keep it at `now`.
-pub fn may_hold(lease: &LeaseSpec, identity: &str, now: Timestamp) -> bool {
+/// One version of the lease and the local instant this replica first saw it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observation {
+    version: String,
+    since: Instant,
+}
+
+/// How long the lease has stayed at `version` as seen from here; a new version restarts the count.
+pub fn unchanged_for(observed: &mut Option<Observation>, version: &str, now: Instant) -> Duration {
+    match observed {
+        Some(seen) if seen.version == version => now.saturating_duration_since(seen.since),
+        _ => {
+            *observed = Some(Observation {
+                version: version.to_string(),
+                since: now,
+            });
+            Duration::ZERO
+        }
+    }
+}
+
+/// Whether `lease` lets `identity` take or keep it, given how long it has stayed unchanged here.
+/// The holder's `renewTime` is not read: its clock may differ from ours.
+pub fn may_hold(lease: &LeaseSpec, identity: &str, unchanged: Duration) -> bool {
     let holder = lease.holder_identity.as_deref().unwrap_or_default();
     if holder.is_empty() || holder == identity {
         return true;
     }
-    let duration = i64::from(lease.lease_duration_seconds.unwrap_or(15));
-    match &lease.renew_time {
-        Some(MicroTime(renewed)) => renewed.as_second() + duration < now.as_second(),
-        None => true,
-    }
+    let duration = u64::try_from(lease.lease_duration_seconds.unwrap_or(15)).unwrap_or(0);
+    unchanged > Duration::from_secs(duration)
 }
 
 impl LeaderElection {
@@ -48,6 +74,7 @@ impl LeaderElection {
             name: name.to_string(),
             identity: identity.to_string(),
             lease_duration,
+            observed: Mutex::new(None),
         }
     }
 
@@ -93,7 +120,12 @@ impl LeaderElection {
             }
             Some(mut lease) => {
                 let current = lease.spec.clone().unwrap_or_default();
-                if !may_hold(&current, &self.identity, Timestamp::now()) {
+                let version = lease.metadata.resource_version.clone().unwrap_or_default();
+                let unchanged = {
+                    let mut observed = self.observed.lock().expect("lease observation lock");
+                    unchanged_for(&mut observed, &version, Instant::now())
+                };
+                if !may_hold(&current, &self.identity, unchanged) {
                     return Ok(false);
                 }
                 lease.spec = Some(self.spec(Some(&current)));
@@ -132,11 +164,11 @@ impl LeaderElection {
 
     /// Renews the lease until that fails for a whole lease duration; returns when leadership is lost.
     pub async fn hold(&self) {
-        let mut last_renewal = tokio::time::Instant::now();
+        let mut last_renewal = Instant::now();
         loop {
             tokio::time::sleep(self.retry_period()).await;
             match self.try_hold().await {
-                Ok(true) => last_renewal = tokio::time::Instant::now(),
+                Ok(true) => last_renewal = Instant::now(),
                 Ok(false) => {
                     warn!(lease = %self.name, "another replica took the lease");
                     return;
@@ -155,26 +187,64 @@ impl LeaderElection {
 mod tests {
     use super::*;
 
-    fn lease(holder: &str, renewed: i64) -> LeaseSpec {
+    fn lease(holder: &str, renewed: Timestamp) -> LeaseSpec {
         LeaseSpec {
             holder_identity: Some(holder.into()),
             lease_duration_seconds: Some(15),
-            renew_time: Some(MicroTime(Timestamp::from_second(renewed).unwrap())),
+            renew_time: Some(MicroTime(renewed)),
             ..Default::default()
         }
     }
 
     #[test]
-    fn a_live_lease_of_another_holder_is_respected() {
-        let now = Timestamp::from_second(1_000).unwrap();
-        assert!(!may_hold(&lease("b", 990), "a", now));
-        assert!(may_hold(&lease("a", 990), "a", now));
+    fn an_empty_lease_or_ones_own_can_be_taken_at_once() {
+        assert!(may_hold(&LeaseSpec::default(), "a", Duration::ZERO));
+        assert!(may_hold(&lease("a", Timestamp::now()), "a", Duration::ZERO));
     }
 
     #[test]
-    fn an_expired_or_empty_lease_can_be_taken() {
-        let now = Timestamp::from_second(1_000).unwrap();
-        assert!(may_hold(&lease("b", 980), "a", now));
-        assert!(may_hold(&LeaseSpec::default(), "a", now));
+    fn another_holders_lease_is_respected_until_unchanged_for_its_duration() {
+        let held = lease("b", Timestamp::now());
+        assert!(!may_hold(&held, "a", Duration::from_secs(15)));
+        assert!(may_hold(&held, "a", Duration::from_secs(16)));
+    }
+
+    #[test]
+    fn a_renew_time_far_in_the_past_does_not_expire_a_lease_that_keeps_changing() {
+        // The holder's clock runs an hour behind ours: its renewTime looks stale, but it renews.
+        let skewed = lease("b", Timestamp::now() - Duration::from_secs(3600));
+        let start = Instant::now();
+        let mut observed = None;
+        for renewal in 0..10u64 {
+            let now = start + Duration::from_secs(5 * renewal);
+            let unchanged = unchanged_for(&mut observed, &renewal.to_string(), now);
+            assert!(!may_hold(&skewed, "a", unchanged), "renewal {renewal}");
+        }
+    }
+
+    #[test]
+    fn a_renew_time_in_the_future_does_not_keep_a_dead_holder() {
+        // The holder's clock ran an hour ahead; it died and the lease stopped changing.
+        let ahead = lease("b", Timestamp::now() + Duration::from_secs(3600));
+        let start = Instant::now();
+        let mut observed = None;
+        assert_eq!(unchanged_for(&mut observed, "7", start), Duration::ZERO);
+        let later = start + Duration::from_secs(16);
+        let unchanged = unchanged_for(&mut observed, "7", later);
+        assert_eq!(unchanged, Duration::from_secs(16));
+        assert!(may_hold(&ahead, "a", unchanged));
+    }
+
+    #[test]
+    fn a_new_version_restarts_the_count() {
+        let start = Instant::now();
+        let mut observed = None;
+        unchanged_for(&mut observed, "1", start);
+        let later = start + Duration::from_secs(30);
+        assert_eq!(unchanged_for(&mut observed, "2", later), Duration::ZERO);
+        assert_eq!(
+            unchanged_for(&mut observed, "2", later + Duration::from_secs(3)),
+            Duration::from_secs(3)
+        );
     }
 }

@@ -73,6 +73,9 @@ struct Args {
     leader_election_namespace: String,
     #[arg(long, default_value = "vnest-operator")]
     leader_election_lease: String,
+    /// How long a standby waits, after the Lease last changed, before it takes the lead.
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(3..))]
+    leader_election_lease_seconds: u64,
     /// This replica's name in the Lease; the pod name in a cluster.
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
@@ -201,7 +204,7 @@ async fn main() -> anyhow::Result<()> {
             &args.leader_election_namespace,
             &args.leader_election_lease,
             &identity,
-            Duration::from_secs(15),
+            Duration::from_secs(args.leader_election_lease_seconds),
         )
     });
     if let Some(election) = &election {
