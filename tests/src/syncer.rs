@@ -225,6 +225,18 @@ impl SyncerProcess {
     pub async fn counter(&self, name: &str) -> Result<f64, String> {
         Ok(scrape::counter(&self.get("/metrics").await?, name))
     }
+
+    /// Reconciles finished so far of every resource whose name contains `resource` (from the
+    /// reconcile-duration histogram): proves the syncer has looked at a kind's objects.
+    pub async fn reconciles(&self, resource: &str) -> Result<f64, String> {
+        let text = self.get("/metrics").await?;
+        Ok(text
+            .lines()
+            .filter(|l| l.starts_with("vnest_syncer_reconcile_duration_seconds_count{"))
+            .filter(|l| l.contains(&format!("resource=\"{resource}")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .fold(0.0, |total, v| total + v))
+    }
 }
 
 fn print_tail(log: &Path) {

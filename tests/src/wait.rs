@@ -21,3 +21,25 @@ where
         }
     }
 }
+
+/// Polls `probe` every 250 ms for the whole `window` and panics on the first `Err`: proves a
+/// state lasts (a standby stays passive, a refused object stays absent) rather than looking
+/// once after a sleep.
+pub async fn holds<E: Debug, F, Fut>(what: &str, window: Duration, mut probe: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+{
+    let end = tokio::time::Instant::now() + window;
+    let mut looks = 0u32;
+    while tokio::time::Instant::now() < end {
+        if let Err(seen) = probe().await {
+            panic!("{what} stopped holding after {looks} looks: {seen:?}");
+        }
+        looks += 1;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    probe()
+        .await
+        .unwrap_or_else(|seen| panic!("{what} stopped holding at the end of {window:?}: {seen:?}"));
+}

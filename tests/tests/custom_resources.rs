@@ -290,11 +290,22 @@ async fn crd_backed_resources_copy_their_schema_and_sync_both_ways() {
     assert_eq!(copy.metadata.labels.as_ref().unwrap()["tier"], "shared");
     merge_spec(&virt_gadgets, &gadget, json!({ "color": "blue" })).await;
 
-    // A restarted syncer writes nothing back over the tenant's edit.
+    // A restarted syncer writes nothing back over the tenant's edit: its first pass over the
+    // gadgets has run, and the edit is still there.
     syncer.kill();
     let syncer = s.start_syncer();
     ready(&syncer).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    wait::until(
+        "the restarted syncer's first gadget reconcile",
+        TIMEOUT,
+        || async {
+            let done = syncer.reconciles("gadgets.").await?;
+            (done >= 1.0)
+                .then_some(())
+                .ok_or(format!("{done} reconciles"))
+        },
+    )
+    .await;
     assert_eq!(
         virt_gadgets.get(&gadget).await.unwrap().data["spec"]["color"],
         "blue"
@@ -748,11 +759,20 @@ async fn resolution_upgrade_and_disable_follow_the_seed() {
         unchecked.data["spec"]["bogus"], 1,
         "a generated CRD keeps unknown fields"
     );
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(
-        absent(&host, s.host_name("unchecked")).await.is_ok(),
-        "nothing synced once disabled"
-    );
+    // Disabled means no flunder engine at all: none of its reconciles ever runs, and the
+    // object stays local for as long as we look.
+    wait::holds(
+        "nothing synced once disabled",
+        Duration::from_secs(5),
+        || async {
+            absent(&host, s.host_name("unchecked")).await?;
+            let reconciles = syncer.reconciles("flunders.").await?;
+            (reconciles == 0.0)
+                .then_some(())
+                .ok_or(format!("{reconciles} flunder reconciles"))
+        },
+    )
+    .await;
 
     // A resource the host does not serve keeps the syncer from becoming ready, saying why.
     syncer.kill();

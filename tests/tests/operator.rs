@@ -2,19 +2,23 @@
 //! every object the design names and reaches Ready on a KWOK node; policies come and go with
 //! the spec; tampered children are put back; deletion leaves nothing behind; a bad spec is
 //! refused without stopping the others; an idle resync writes nothing; two replicas do not
-//! fight; a restart mid-reconcile converges.
+//! fight, even with skewed clocks; a restart mid-reconcile converges.
 
 use std::time::Duration;
 
-use k8s_openapi::api::{
-    apps::v1::StatefulSet,
-    coordination::v1::Lease,
-    core::v1::{
-        ConfigMap, Event, LimitRange, Namespace, Pod, ResourceQuota, Secret, Service,
-        ServiceAccount,
+use k8s_openapi::{
+    api::{
+        apps::v1::StatefulSet,
+        coordination::v1::Lease,
+        core::v1::{
+            ConfigMap, Event, LimitRange, Namespace, Pod, ResourceQuota, Secret, Service,
+            ServiceAccount,
+        },
+        networking::v1::NetworkPolicy,
+        rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
     },
-    networking::v1::NetworkPolicy,
-    rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
+    apimachinery::pkg::apis::meta::v1::MicroTime,
+    jiff::Timestamp,
 };
 use kube::{
     Api, ResourceExt,
@@ -693,12 +697,17 @@ async fn an_idle_resync_writes_nothing() {
         },
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        operator.counter("vnest_api_writes_total").await.unwrap(),
-        settled,
-        "an idle reconcile wrote to the API server"
-    );
+    wait::holds(
+        "no writes after the idle reconcile",
+        Duration::from_secs(3),
+        || async {
+            let writes = operator.counter("vnest_api_writes_total").await?;
+            (writes == settled)
+                .then_some(())
+                .ok_or(format!("an idle reconcile wrote: {settled} -> {writes}"))
+        },
+    )
+    .await;
     ns.delete(&client).await;
 }
 
@@ -767,6 +776,114 @@ async fn two_operators_share_the_work_through_one_lease() {
     ns.delete(&client).await;
 }
 
+/// A replica whose clock runs an hour behind keeps renewing a 4 s lease: its renewTime always
+/// looks an hour stale, yet the operator must wait until the lease stops changing, then lead.
+#[tokio::test]
+async fn a_skewed_clock_holder_keeps_the_lease_while_it_renews_and_loses_it_when_it_stops() {
+    let client = bed().host().await;
+    crd::install(&client).await;
+    let ns = TestNamespace::create(&client, "op-skew").await;
+    let n = ns.name.as_str();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), n);
+    let skewed_spec = || {
+        json!({
+            "holderIdentity": "skewed-replica",
+            "leaseDurationSeconds": 4,
+            "renewTime": MicroTime(Timestamp::now() - Duration::from_secs(3600)),
+        })
+    };
+    leases
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": { "name": "vnest-operator" },
+                "spec": skewed_spec(),
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let renewals = {
+        let leases = leases.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let patch = json!({ "spec": skewed_spec() });
+                if let Err(err) = leases
+                    .patch(
+                        "vnest-operator",
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await
+                {
+                    eprintln!("renewal failed: {err}");
+                }
+            }
+        })
+    };
+    let operator = OperatorProcess::start_with_args(
+        bed(),
+        n,
+        "op-a",
+        free_port(),
+        &["--leader-election-lease-seconds=4".to_string()],
+    );
+    wait::until(
+        "the operator to serve metrics",
+        Duration::from_secs(30),
+        || operator.metrics(),
+    )
+    .await;
+    provide_data_volume(&client, n, "vc").await;
+    create_virtual_cluster(&client, n, "vc", json!({})).await;
+
+    let holder = || async {
+        let lease = leases
+            .get("vnest-operator")
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(
+            lease
+                .spec
+                .and_then(|s| s.holder_identity)
+                .unwrap_or_default(),
+        )
+    };
+    // Three lease durations of renewals, each of which looks an hour old to the operator.
+    wait::holds(
+        "the skewed holder's lease and the operator's silence",
+        Duration::from_secs(12),
+        || async {
+            let holder = holder().await?;
+            let writes = operator.counter("vnest_api_writes_total").await?;
+            if holder == "skewed-replica" && writes == 0.0 {
+                Ok(())
+            } else {
+                Err(format!("holder {holder}, operator writes {writes}"))
+            }
+        },
+    )
+    .await;
+
+    renewals.abort();
+    wait::until(
+        "op-a to take the lease",
+        Duration::from_secs(30),
+        || async {
+            let holder = holder().await?;
+            if holder == "op-a" {
+                Ok(())
+            } else {
+                Err(holder)
+            }
+        },
+    )
+    .await;
+    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    ns.delete(&client).await;
+}
+
 #[tokio::test]
 async fn an_operator_restarted_mid_reconcile_converges() {
     let Setup {
@@ -783,8 +900,26 @@ async fn an_operator_restarted_mid_reconcile_converges() {
     )
     .await;
     create_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies() })).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Killed as soon as it has written more than the finalizer: children exist, and the status
+    // apply_all writes last is still missing, so the kill provably cut a reconcile short.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while first.counter("vnest_api_writes_total").await.unwrap_or(0.0) < 2.0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the operator never wrote a child"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     first.kill();
+    let cut_short = Api::<VirtualCluster>::namespaced(client.clone(), n)
+        .get("vc")
+        .await
+        .unwrap();
+    assert!(
+        cut_short.status.is_none(),
+        "the kill came after the reconcile finished: {:?}",
+        cut_short.status
+    );
     // The next replica takes the lease once the first one's expires.
     let _second = OperatorProcess::start(bed(), n, "op-a", free_port());
     wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
@@ -844,13 +979,22 @@ async fn a_restarted_operator_finds_nothing_to_write() {
         },
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let metrics = second.metrics().await.unwrap();
-    let writes: Vec<&str> = metrics
-        .lines()
-        .filter(|l| l.starts_with("vnest_api_writes_total{"))
-        .collect();
-    assert!(writes.is_empty(), "a resync wrote: {writes:?}");
+    wait::holds(
+        "no writes from the restarted operator",
+        Duration::from_secs(3),
+        || async {
+            let metrics = second.metrics().await?;
+            let writes: Vec<&str> = metrics
+                .lines()
+                .filter(|l| l.starts_with("vnest_api_writes_total{"))
+                .collect();
+            writes
+                .is_empty()
+                .then_some(())
+                .ok_or(format!("a resync wrote: {writes:?}"))
+        },
+    )
+    .await;
     ns.delete(&client).await;
 }
 

@@ -389,8 +389,13 @@ async fn a_syncer_killed_mid_burst_ends_with_one_host_pod_per_virtual_pod() {
     // Converged means quiet: no host writes while nothing changes.
     let writes = "vnest_syncer_host_writes_total";
     let before = syncer.counter(writes).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(syncer.counter(writes).await.unwrap(), before, "idle writes");
+    wait::holds("no idle writes", Duration::from_secs(5), || async {
+        let now = syncer.counter(writes).await?;
+        (now == before)
+            .then_some(())
+            .ok_or(format!("{before} -> {now} host writes"))
+    })
+    .await;
     s.teardown().await;
 }
 
