@@ -123,11 +123,25 @@ async fn tenant_workloads_run_on_the_host_and_report_back() {
         assert_eq!(virt.status.as_ref().unwrap().pod_ip, host_ip);
         let node = virt.spec.unwrap().node_name.unwrap();
         assert_eq!(Some(&node), host.spec.unwrap().node_name.as_ref());
-        // The tenant sees a minimal Node for it.
+        // The tenant sees a minimal, schedulable Node for it: the not-ready taint the API
+        // server's admission adds to every new Node is gone (no lifecycle controller runs).
         let nodes: Api<Node> = Api::all(s.virt.clone());
-        let virtual_node = wait::until(&format!("virtual node {node}"), TIMEOUT, || {
-            present(&nodes, node.clone())
-        })
+        let virtual_node = wait::until(
+            &format!("untainted virtual node {node}"),
+            TIMEOUT,
+            || async {
+                let n = present(&nodes, node.clone()).await?;
+                let taints = n
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.taints.clone())
+                    .unwrap_or_default();
+                taints
+                    .is_empty()
+                    .then_some(n)
+                    .ok_or(format!("taints {taints:?}"))
+            },
+        )
         .await;
         assert!(
             virtual_node

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use crate::{
     engine::{Ctx, FIELD_MANAGER, Key, Queue, is_not_found},
-    translate::node::{LABEL_FAKE_NODE, minimal_node},
+    translate::node::{LABEL_FAKE_NODE, minimal_node, without_condition_taints},
 };
 
 /// The node key a virtual pod touches (nodes are cluster-scoped: empty namespace).
@@ -60,13 +60,20 @@ async fn reconcile(ctx: &Ctx, pods: &Store<Pod>, node: &str) -> anyhow::Result<(
         .find_map(|p| p.status.as_ref().and_then(|s| s.host_ip.clone()));
     let desired = minimal_node(node, host_ip.as_deref());
     let addresses = |n: &Node| n.status.as_ref().and_then(|s| s.addresses.clone());
-    match &existing {
-        None => {
-            api.create(&PostParams::default(), &desired).await?;
-        }
-        // Someone else's node, or ours already showing what we know.
-        Some(n) if !ours || addresses(n) == addresses(&desired) => return Ok(()),
-        Some(_) => {}
+    let (current, created) = match existing {
+        None => (api.create(&PostParams::default(), &desired).await?, true),
+        // Someone else's node: not ours to change.
+        Some(_) if !ours => return Ok(()),
+        Some(n) => (n, false),
+    };
+    if let Some(taints) = without_condition_taints(&current, &[]) {
+        let patch = json!({ "spec": { "taints": taints } });
+        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        tracing::info!(node, "dropped the admission's not-ready taint");
+    }
+    if !created && addresses(&current) == addresses(&desired) {
+        return Ok(());
     }
     api.patch_status(
         node,

@@ -23,7 +23,7 @@ use crate::{
     cache,
     diff::covers,
     engine::{Ctx, FIELD_MANAGER, Key, Queue, is_not_found},
-    translate::node::{real_node, real_node_status, selected},
+    translate::node::{real_node, real_node_status, selected, without_condition_taints},
 };
 
 /// Caches of both sides' nodes and the virtual pods (when pods are synced).
@@ -97,6 +97,16 @@ async fn reconcile(ctx: &Ctx, caches: &Caches, name: &str) -> anyhow::Result<()>
     if virt.as_ref().and_then(|v| hash(v)) != hash(&desired) {
         api.patch(name, &params, &Patch::Apply(&desired)).await?;
         tracing::info!(node = name, "virtual copy of host node applied");
+    }
+    let host_taints = host.spec.as_ref().and_then(|s| s.taints.clone());
+    if let Some(taints) = virt
+        .as_ref()
+        .and_then(|v| without_condition_taints(v, host_taints.as_deref().unwrap_or_default()))
+    {
+        let patch = json!({ "spec": { "taints": taints } });
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        tracing::info!(node = name, "dropped the admission's not-ready taint");
     }
     let status = real_node_status(&host, nodes.clear_image_status);
     let current = virt.as_ref().and_then(|v| v.status.clone());

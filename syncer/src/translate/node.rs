@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use vnest_crds::{NodeSelector, meta::ANNOTATION_APPLIED_HASH};
 
@@ -39,6 +39,29 @@ pub fn minimal_node(name: &str, host_ip: Option<&str>) -> Node {
             ..Default::default()
         }),
     }
+}
+
+/// Taints the API server's node admission puts on every new Node, which only a node
+/// lifecycle controller removes; a virtual cluster runs none, so the syncer does.
+const CONDITION_TAINTS: [&str; 2] = [
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+];
+
+/// The virtual node's taints without the condition taints its host node does not carry
+/// (`host_taints`), when there are any to drop; other taints (a tenant's) stay.
+pub fn without_condition_taints(virt: &Node, host_taints: &[Taint]) -> Option<Vec<Taint>> {
+    let taints = virt.spec.as_ref()?.taints.as_ref()?;
+    let stray = |t: &Taint| {
+        CONDITION_TAINTS.contains(&t.key.as_str())
+            && !host_taints
+                .iter()
+                .any(|h| h.key == t.key && h.effect == t.effect)
+    };
+    taints
+        .iter()
+        .any(stray)
+        .then(|| taints.iter().filter(|t| !stray(t)).cloned().collect())
 }
 
 /// Whether host node `host` is one `selector` picks (`all`, or every listed label).
@@ -193,5 +216,52 @@ status:
         assert_eq!(status.conditions.unwrap()[0].status, "True");
         assert_eq!(status.addresses.unwrap()[0].address, "127.0.0.1");
         assert!(status.capacity.is_none() && status.node_info.is_none());
+    }
+
+    fn tainted(taints: &[(&str, &str)]) -> Node {
+        Node {
+            spec: Some(NodeSpec {
+                taints: Some(
+                    taints
+                        .iter()
+                        .map(|(key, effect)| Taint {
+                            key: key.to_string(),
+                            effect: effect.to_string(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_admission_not_ready_taint_is_dropped_and_a_tenant_taint_kept() {
+        let virt = tainted(&[
+            ("node.kubernetes.io/not-ready", "NoSchedule"),
+            ("team", "NoSchedule"),
+        ]);
+        let kept = without_condition_taints(&virt, &[]).expect("a taint to drop");
+        let keys: Vec<_> = kept.iter().map(|t| t.key.as_str()).collect();
+        assert_eq!(keys, ["team"]);
+    }
+
+    #[test]
+    fn a_condition_taint_the_host_node_carries_stays() {
+        let virt = tainted(&[("node.kubernetes.io/unreachable", "NoExecute")]);
+        let host = tainted(&[("node.kubernetes.io/unreachable", "NoExecute")]);
+        let host_taints = host.spec.unwrap().taints.unwrap();
+        assert_eq!(without_condition_taints(&virt, &host_taints), None);
+    }
+
+    #[test]
+    fn nothing_to_drop_means_no_write() {
+        assert_eq!(
+            without_condition_taints(&tainted(&[("team", "NoSchedule")]), &[]),
+            None
+        );
+        assert_eq!(without_condition_taints(&Node::default(), &[]), None);
     }
 }
