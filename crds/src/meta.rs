@@ -1,5 +1,7 @@
 //! Label, annotation and name spellings shared by the operator and the syncer.
 
+use std::collections::BTreeMap;
+
 /// `app.kubernetes.io/managed-by` value on every object the operator creates.
 pub const OPERATOR_MANAGER: &str = "vnest-operator";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
@@ -14,10 +16,36 @@ pub const FINALIZER: &str = "vnest.dev/cleanup";
 /// On a namespace: the VirtualCluster whose Pod Security Standard its labels carry.
 pub const ANNOTATION_POD_SECURITY_FROM: &str = "vnest.dev/pod-security-from";
 
-/// Pod labels the seed's dashboards and alert rules select on (`app=vcluster,release=<name>`).
+/// Pod labels the seed's dashboards, alert rules and runbooks select on
+/// (`app=vcluster,release=<name>`). Any tenant pod can carry them too, so nothing the operator
+/// makes routes traffic or grants access by them; the StatefulSet's selector keeps them only
+/// because a selector cannot change.
 pub const LABEL_APP: &str = "app";
 pub const APP_VCLUSTER: &str = "vcluster";
 pub const LABEL_RELEASE: &str = "release";
+
+/// On the control-plane pod: `vnest.dev/control-plane: <name>`. The `<name>` and
+/// `<name>-headless` Services and the NetworkPolicies select the control plane by this label
+/// alone: it is under a [reserved prefix](RESERVED_LABEL_PREFIXES), so no pod the syncer makes
+/// from a tenant's can carry it.
+pub const LABEL_CONTROL_PLANE: &str = "vnest.dev/control-plane";
+
+/// Label key prefixes of the syncer (`vcluster.loft.sh/`, its markers) and the operator
+/// (`vnest.dev/`, among them [`LABEL_CONTROL_PLANE`] and [`LABEL_VIRTUAL_CLUSTER`]). A tenant
+/// label under them never reaches a host object as written: the syncer rewrites its key, and
+/// pod patches may not set it, so a host selector on these keys matches only what vnest made.
+pub const RESERVED_LABEL_PREFIXES: [&str; 2] = ["vcluster.loft.sh/", "vnest.dev/"];
+
+/// The selector of VirtualCluster `name`'s control-plane pod, as its Services and
+/// NetworkPolicies write it.
+pub fn control_plane_selector(name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([(LABEL_CONTROL_PLANE.to_string(), name.to_string())])
+}
+
+/// Whether label `key` is vnest's own (see [`RESERVED_LABEL_PREFIXES`]).
+pub fn is_reserved_label_key(key: &str) -> bool {
+    RESERVED_LABEL_PREFIXES.iter().any(|p| key.starts_with(p))
+}
 
 /// On host objects the syncer creates: the virtual cluster that owns them, and the virtual
 /// namespace they came from (vCluster's spellings, which runbooks rely on).
