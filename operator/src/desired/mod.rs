@@ -160,12 +160,20 @@ impl Input<'_> {
         ])
     }
 
-    /// Pod labels the seed's dashboards select on; also the Service and policy selectors.
-    pub fn pod_selector(&self) -> BTreeMap<String, String> {
+    /// Pod labels the seed's dashboards and runbooks select on (`app=vcluster,release=<name>`),
+    /// and the StatefulSet's selector, which cannot change on an existing StatefulSet. A tenant
+    /// pod can carry them too, so nothing that routes traffic or admits it selects on them.
+    pub fn runbook_labels(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
             (meta::LABEL_APP.to_string(), meta::APP_VCLUSTER.to_string()),
             (meta::LABEL_RELEASE.to_string(), self.name.to_string()),
         ])
+    }
+
+    /// What the Services and NetworkPolicies select the control-plane pod by: a label no pod the
+    /// syncer makes can carry (see [`meta::LABEL_CONTROL_PLANE`]).
+    pub fn control_plane_selector(&self) -> BTreeMap<String, String> {
+        meta::control_plane_selector(self.name)
     }
 
     fn owner_reference(&self) -> OwnerReference {
