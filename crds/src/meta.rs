@@ -1,5 +1,7 @@
 //! Label, annotation and name spellings shared by the operator and the syncer.
 
+use std::collections::BTreeMap;
+
 /// `app.kubernetes.io/managed-by` value on every object the operator creates.
 pub const OPERATOR_MANAGER: &str = "vnest-operator";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
@@ -14,10 +16,36 @@ pub const FINALIZER: &str = "vnest.dev/cleanup";
 /// On a namespace: the VirtualCluster whose Pod Security Standard its labels carry.
 pub const ANNOTATION_POD_SECURITY_FROM: &str = "vnest.dev/pod-security-from";
 
-/// Pod labels the seed's dashboards and alert rules select on (`app=vcluster,release=<name>`).
+/// Pod labels the seed's dashboards, alert rules and runbooks select on
+/// (`app=vcluster,release=<name>`). Any tenant pod can carry them too, so nothing the operator
+/// makes routes traffic or grants access by them; the StatefulSet's selector keeps them only
+/// because a selector cannot change.
 pub const LABEL_APP: &str = "app";
 pub const APP_VCLUSTER: &str = "vcluster";
 pub const LABEL_RELEASE: &str = "release";
+
+/// On the control-plane pod: `vnest.dev/control-plane: <name>`. The `<name>` and
+/// `<name>-headless` Services and the NetworkPolicies select the control plane by this label
+/// alone: it is under a [reserved prefix](RESERVED_LABEL_PREFIXES), so no pod the syncer makes
+/// from a tenant's can carry it.
+pub const LABEL_CONTROL_PLANE: &str = "vnest.dev/control-plane";
+
+/// Label key prefixes of the syncer (`vcluster.loft.sh/`, its markers) and the operator
+/// (`vnest.dev/`, among them [`LABEL_CONTROL_PLANE`] and [`LABEL_VIRTUAL_CLUSTER`]). A tenant
+/// label under them never reaches a host object as written: the syncer rewrites its key, and
+/// pod patches may not set it, so a host selector on these keys matches only what vnest made.
+pub const RESERVED_LABEL_PREFIXES: [&str; 2] = ["vcluster.loft.sh/", "vnest.dev/"];
+
+/// The selector of VirtualCluster `name`'s control-plane pod, as its Services and
+/// NetworkPolicies write it.
+pub fn control_plane_selector(name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([(LABEL_CONTROL_PLANE.to_string(), name.to_string())])
+}
+
+/// Whether label `key` is vnest's own (see [`RESERVED_LABEL_PREFIXES`]).
+pub fn is_reserved_label_key(key: &str) -> bool {
+    RESERVED_LABEL_PREFIXES.iter().any(|p| key.starts_with(p))
+}
 
 /// On host objects the syncer creates: the virtual cluster that owns them, and the virtual
 /// namespace they came from (vCluster's spellings, which runbooks rely on).
@@ -52,6 +80,57 @@ pub const ANNOTATION_CONFIG_HASH: &str = "vnest.dev/config-hash";
 
 /// Key under which `vc-config-<name>` holds the [`crate::SyncerConfig`] YAML.
 pub const SYNCER_CONFIG_KEY: &str = "config.yaml";
+
+/// Longest VirtualCluster name whose host objects can all be made: 52.
+///
+/// The control plane's StatefulSet sets it: the StatefulSet controller names each revision
+/// `<name>-<hash>` (the hash up to 10 characters) and labels every pod
+/// `controller-revision-hash: <name>-<hash>`, and a label value holds at most 63 characters,
+/// so 63 - 1 - 10 = 52; past it the StatefulSet is created but its pod never is. The next
+/// limits are the `<name>-headless` Service (a DNS-1035 label: 54), the pod `<name>-0` (its
+/// hostname: 61) and the label values carrying the name itself (63); every other child
+/// (`vc-<name>`, `vc-config-<name>`, `vc-cp-<name>`, ...) is a DNS subdomain of up to 253.
+pub const MAX_VIRTUAL_CLUSTER_NAME: usize = 52;
+
+/// Why a name longer than [`MAX_VIRTUAL_CLUSTER_NAME`] is refused (after `metadata.name`).
+pub fn name_length_reason() -> String {
+    format!(
+        "must be at most {MAX_VIRTUAL_CLUSTER_NAME} characters: the StatefulSet's pods \
+         (label controller-revision-hash=<name>-<hash of up to 10 characters>, at most 63) and \
+         the headless Service <name>-headless derive from it"
+    )
+}
+
+/// Why a name that is not a DNS-1035 label is refused (after `metadata.name`).
+pub const NAME_FORMAT_REASON: &str = "must be a DNS-1035 label (lowercase letters, digits and '-', \
+     starting with a letter and ending with a letter or digit): the Services <name> and \
+     <name>-headless take it";
+
+/// Whether `text` is a DNS-1035 label of any length: what a Service name must be.
+fn is_dns1035(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.first().is_some_and(u8::is_ascii_lowercase)
+        && bytes
+            .last()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+}
+
+/// Why `name` cannot name a VirtualCluster, each reason to follow `metadata.name`: the checks
+/// the CRD's CEL rules make on creation, repeated by the operator for a VirtualCluster an
+/// older CRD let in.
+pub fn virtual_cluster_name_errors(name: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if name.len() > MAX_VIRTUAL_CLUSTER_NAME {
+        errors.push(name_length_reason());
+    }
+    if !is_dns1035(name) {
+        errors.push(NAME_FORMAT_REASON.to_string());
+    }
+    errors
+}
 
 /// Names of the host objects that make up virtual cluster `name`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,6 +186,149 @@ mod tests {
         assert_eq!(n.workload_network_policy, "vc-work-team-alpha");
         assert_eq!(n.control_plane_network_policy, "vc-cp-team-alpha");
         assert_eq!(n.cluster_role, "vc-team-alpha-team-alpha");
+    }
+
+    /// Which rule a derived name must follow.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Rule {
+        /// Service names: at most 63, starting with a letter.
+        Dns1035,
+        /// Label values and pod hostnames: at most 63.
+        Label,
+        /// Other object names: at most 253.
+        Subdomain,
+    }
+
+    fn valid(rule: Rule, text: &str) -> bool {
+        let dns1123 = |max: usize| {
+            let b = text.as_bytes();
+            !b.is_empty()
+                && b.len() <= max
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"-.".contains(c))
+        };
+        match rule {
+            Rule::Dns1035 => text.len() <= 63 && is_dns1035(text),
+            Rule::Label => dns1123(63) && !text.contains('.'),
+            Rule::Subdomain => dns1123(253),
+        }
+    }
+
+    /// Every host name and label value derived from VirtualCluster `name` in `namespace`: the
+    /// operator's children, the activity Lease and wake EndpointSlice, and what the
+    /// StatefulSet controller derives (pod, revision and its label, claim).
+    fn derived(namespace: &str, name: &str) -> Vec<(&'static str, Rule, String)> {
+        let n = ChildNames::new(namespace, name, None);
+        // The StatefulSet controller's revision hash: a 32-bit FNV hash, safe-encoded, at most
+        // 10 characters (kubernetes `controller.ComputeHash`).
+        let revision = format!("{}-{}", n.statefulset, "b".repeat(10));
+        let pod = format!("{}-0", n.statefulset);
+        vec![
+            ("Service", Rule::Dns1035, n.service),
+            ("headless Service", Rule::Dns1035, n.headless_service),
+            ("pod hostname", Rule::Label, pod.clone()),
+            ("pod-name label", Rule::Label, pod.clone()),
+            (
+                "controller-revision-hash label",
+                Rule::Label,
+                revision.clone(),
+            ),
+            (
+                "name labels (instance, release, control-plane)",
+                Rule::Label,
+                name.to_string(),
+            ),
+            ("StatefulSet", Rule::Subdomain, n.statefulset.clone()),
+            ("ControllerRevision", Rule::Subdomain, revision),
+            ("data claim", Rule::Subdomain, format!("data-{pod}")),
+            ("ServiceAccount", Rule::Subdomain, n.service_account),
+            ("Role", Rule::Subdomain, n.role),
+            ("config Secret", Rule::Subdomain, n.config_secret),
+            ("certs Secret", Rule::Subdomain, n.certs_secret),
+            ("kubeconfig Secret", Rule::Subdomain, n.kubeconfig_secret),
+            ("ResourceQuota", Rule::Subdomain, n.resource_quota),
+            ("LimitRange", Rule::Subdomain, n.limit_range),
+            (
+                "workload NetworkPolicy",
+                Rule::Subdomain,
+                n.workload_network_policy,
+            ),
+            (
+                "control-plane NetworkPolicy",
+                Rule::Subdomain,
+                n.control_plane_network_policy,
+            ),
+            ("ClusterRole", Rule::Subdomain, n.cluster_role),
+            (
+                "activity Lease",
+                Rule::Subdomain,
+                crate::activity::lease_name(name),
+            ),
+            (
+                "wake EndpointSlice",
+                Rule::Subdomain,
+                format!("{name}-wake"),
+            ),
+        ]
+    }
+
+    fn invalid(namespace: &str, name: &str) -> Vec<String> {
+        derived(namespace, name)
+            .into_iter()
+            .filter(|(_, rule, text)| !valid(*rule, text))
+            .map(|(what, rule, text)| format!("{what} ({rule:?}): {text} ({})", text.len()))
+            .collect()
+    }
+
+    /// A name of the maximum length (in the longest namespace) gives only valid host names;
+    /// one character more breaks the StatefulSet's revision label, so the limit is tight.
+    #[test]
+    fn the_longest_allowed_name_gives_valid_host_names_and_one_more_does_not() {
+        let namespace = "n".repeat(63);
+        let longest = format!("a{}", "b".repeat(MAX_VIRTUAL_CLUSTER_NAME - 1));
+        assert!(virtual_cluster_name_errors(&longest).is_empty());
+        assert_eq!(invalid(&namespace, &longest), Vec::<String>::new());
+
+        let too_long = format!("{longest}c");
+        let broken = invalid(&namespace, &too_long);
+        assert_eq!(broken.len(), 1, "{broken:?}");
+        assert!(
+            broken[0].starts_with("controller-revision-hash label"),
+            "{broken:?}"
+        );
+        assert_eq!(
+            virtual_cluster_name_errors(&too_long),
+            [format!(
+                "must be at most {MAX_VIRTUAL_CLUSTER_NAME} characters: the StatefulSet's pods \
+                 (label controller-revision-hash=<name>-<hash of up to 10 characters>, at most \
+                 63) and the headless Service <name>-headless derive from it"
+            )]
+        );
+        // The 63-character name of the report breaks the headless Service as well.
+        let broken = invalid(&namespace, &"a".repeat(63));
+        assert!(
+            broken.iter().any(|b| b.starts_with("headless Service")),
+            "{broken:?}"
+        );
+    }
+
+    /// Names a Service cannot take are refused whatever their length.
+    #[test]
+    fn names_that_are_not_dns_1035_labels_are_refused() {
+        for name in ["1team", "team.alpha", "team-", "Team", "", "team_a"] {
+            assert_eq!(
+                virtual_cluster_name_errors(name),
+                [NAME_FORMAT_REASON],
+                "{name:?}"
+            );
+            assert!(!invalid("ns", name).is_empty(), "{name:?}");
+        }
+        for name in ["a", "team-alpha", "t3", "a-1"] {
+            assert!(virtual_cluster_name_errors(name).is_empty(), "{name:?}");
+            assert_eq!(invalid("ns", name), Vec::<String>::new(), "{name:?}");
+        }
     }
 
     #[test]

@@ -8,13 +8,11 @@ use sha2::{Digest, Sha256};
 
 use crate::meta::{
     ANNOTATION_OBJECT_KIND, ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_NAMESPACE,
-    ANNOTATION_OBJECT_UID, LABEL_SYNCER_MANAGED_BY, LABEL_SYNCER_NAMESPACE,
+    ANNOTATION_OBJECT_UID, LABEL_SYNCER_MANAGED_BY, LABEL_SYNCER_NAMESPACE, is_reserved_label_key,
 };
 
 /// Longest name a label value or DNS-1123 label may have.
 const MAX_NAME: usize = 63;
-/// Label keys with this prefix are vCluster's (and ours); a tenant never sets them on a host.
-const RESERVED_PREFIX: &str = "vcluster.loft.sh/";
 /// Prefix of a rewritten tenant label key (vCluster's `LabelPrefix`).
 const REWRITTEN_LABEL_PREFIX: &str = "vcluster.loft.sh/label";
 
@@ -53,11 +51,13 @@ pub fn host_cluster_name(name: &str, host_namespace: &str, vc: &str) -> String {
     safe_concat_name(&["vcluster", name, "x", host_namespace, "x", vc])
 }
 
-/// The host key of a tenant label key: unchanged, unless it is reserved (`vcluster.loft.sh/…`),
-/// which becomes `vcluster.loft.sh/label-<vc>-x-<10 hex of sha256(key)>` as vCluster does for
-/// its marker labels, so a tenant can never forge the syncer's own labels.
+/// The host key of a tenant label key: unchanged, unless it is reserved (`vcluster.loft.sh/…`
+/// or `vnest.dev/…`, see [`crate::meta::RESERVED_LABEL_PREFIXES`]), which becomes
+/// `vcluster.loft.sh/label-<vc>-x-<10 hex of sha256(key)>` as vCluster does for its marker
+/// labels, so a tenant can never forge the syncer's labels nor the operator's (a pod labelled
+/// `vnest.dev/control-plane` would otherwise join the control plane's Services).
 pub fn host_label_key(key: &str, vc: &str) -> String {
-    if !key.starts_with(RESERVED_PREFIX) {
+    if !is_reserved_label_key(key) {
         return key.to_string();
     }
     let hash = sha256_hex(key);
@@ -230,6 +230,43 @@ mod tests {
         assert_eq!(host[&rewritten], "other");
         assert!(!host.contains_key("vcluster.loft.sh/object-uid"));
         assert_eq!(host.len(), 4);
+    }
+
+    /// A tenant pod labelled like a control plane (`app=vcluster,release=<vc>` and the
+    /// operator's own key) gets host labels the control plane's selector does not match.
+    #[test]
+    fn a_tenant_cannot_label_its_way_into_the_control_planes_selector() {
+        let labels = BTreeMap::from([
+            ("app".to_string(), "vcluster".to_string()),
+            ("release".to_string(), "vc".to_string()),
+            (
+                crate::meta::LABEL_CONTROL_PLANE.to_string(),
+                "vc".to_string(),
+            ),
+            (
+                crate::meta::LABEL_VIRTUAL_CLUSTER.to_string(),
+                "vc".to_string(),
+            ),
+        ]);
+        let host = host_labels(Some(&labels), "default", "vc");
+        let selector = crate::meta::control_plane_selector("vc");
+        assert!(
+            !selector.iter().all(|(k, v)| host.get(k) == Some(v)),
+            "{host:?}"
+        );
+        assert!(
+            !host.keys().any(|k| k.starts_with("vnest.dev/")),
+            "{host:?}"
+        );
+        // The runbook labels pass through (only vnest's keys are rewritten), and the tenant's
+        // value is kept under the rewritten key.
+        assert_eq!(host["app"], "vcluster");
+        let rewritten = host_label_key(crate::meta::LABEL_CONTROL_PLANE, "vc");
+        assert!(
+            rewritten.starts_with("vcluster.loft.sh/label-vc-x-"),
+            "{rewritten}"
+        );
+        assert_eq!(host[&rewritten], "vc");
     }
 
     /// Service selectors select the host copies: rewritten keys plus the markers.

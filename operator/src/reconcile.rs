@@ -519,7 +519,13 @@ async fn apply_all(original: &VirtualCluster, ctx: &Context) -> Result<Action, E
 
     let template_failed = template_error.is_some();
     let spec_error = template_error.or_else(|| {
-        validate::validate(spec, &namespace).err().map(|errors| {
+        let mut errors = validate::validate_name(&name).err().unwrap_or_default();
+        errors.extend(
+            validate::validate(spec, &namespace)
+                .err()
+                .unwrap_or_default(),
+        );
+        (!errors.is_empty()).then(|| {
             errors
                 .iter()
                 .map(ToString::to_string)

@@ -83,6 +83,24 @@ impl Checker {
     }
 }
 
+/// Why `name` cannot name a VirtualCluster (too long or not a DNS-1035 label), or `Ok`. The
+/// CRD refuses such names on creation; this catches one an older CRD let in, before any host
+/// object is made from it.
+pub fn validate_name(name: &str) -> Result<(), Vec<FieldError>> {
+    let errors: Vec<FieldError> = vnest_crds::meta::virtual_cluster_name_errors(name)
+        .into_iter()
+        .map(|message| FieldError {
+            field: "metadata.name".to_string(),
+            message,
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
 /// Every problem with `spec` of a VirtualCluster in `namespace`, or `Ok` when the operator
 /// can apply it.
 pub fn validate(spec: &VirtualClusterSpec, namespace: &str) -> Result<(), Vec<FieldError>> {
@@ -250,6 +268,23 @@ mod tests {
             .iter()
             .map(ToString::to_string)
             .collect()
+    }
+
+    /// The report's 63-character name: refused with the maximum, before anything is made.
+    #[test]
+    fn a_name_too_long_for_its_host_objects_is_refused_with_the_maximum() {
+        let errors = validate_name(&"a".repeat(63)).unwrap_err();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0]
+                .to_string()
+                .starts_with("metadata.name: must be at most 52 characters: "),
+            "{}",
+            errors[0]
+        );
+        assert!(validate_name(&"a".repeat(52)).is_ok());
+        let errors = validate_name("team.alpha").unwrap_err();
+        assert!(errors[0].message.contains("DNS-1035"), "{errors:?}");
     }
 
     #[test]

@@ -196,6 +196,12 @@ fn chart_renders_a_leader_elected_operator_with_least_rbac() {
         syncers["spec"]["selector"]["matchLabels"]["app.kubernetes.io/managed-by"],
         "vnest-operator"
     );
+    // A tenant's Service synced to the host can copy the `app.kubernetes.io/` labels, never a
+    // `vnest.dev/` key (the syncer rewrites those).
+    assert_eq!(
+        syncers["spec"]["selector"]["matchExpressions"],
+        serde_json::json!([{ "key": "vnest.dev/virtual-cluster", "operator": "Exists" }])
+    );
     assert_eq!(syncers["spec"]["endpoints"][0]["port"], "metrics");
     assert_eq!(find(&docs, "Deployment").unwrap()["spec"]["replicas"], 1);
     let args = operator_args(&docs);

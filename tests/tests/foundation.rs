@@ -202,6 +202,74 @@ async fn invalid_specs_are_refused_with_vnest_messages() {
     ns.delete(&client).await;
 }
 
+/// A name some host object could not take is refused by the API server itself, with the
+/// maximum in the message, so nothing is half-applied (issue 16: a 63-character name got its
+/// ClusterRole, Secrets and Service, and then `<name>-headless` was refused). The longest
+/// allowed name is taken and can still be updated (the rules run on creation only).
+#[tokio::test]
+async fn names_the_host_objects_cannot_take_are_refused_on_creation() {
+    let client = bed().host().await;
+    crd::install(&client).await;
+    let ns = TestNamespace::create(&client, "names").await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &vc_resource());
+    let object = |name: &str| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "vnest.dev/v1alpha1", "kind": "VirtualCluster",
+            "metadata": { "name": name }, "spec": {},
+        }))
+        .unwrap()
+    };
+    let max = vnest_crds::meta::MAX_VIRTUAL_CLUSTER_NAME;
+    assert_eq!(max, 52);
+    let cases = [
+        (
+            "a".repeat(63),
+            "metadata.name must be at most 52 characters: the StatefulSet's pods",
+        ),
+        (
+            format!("a{}", "b".repeat(max)),
+            "metadata.name must be at most 52 characters: the StatefulSet's pods",
+        ),
+        (
+            "team.alpha".to_string(),
+            "metadata.name must be a DNS-1035 label",
+        ),
+        (
+            "1team".to_string(),
+            "metadata.name must be a DNS-1035 label",
+        ),
+    ];
+    for (name, message) in &cases {
+        let err = api
+            .create(&PostParams::default(), &object(name))
+            .await
+            .expect_err(&format!(
+                "{name:?} ({} characters) was accepted",
+                name.len()
+            ));
+        let text = err.to_string();
+        assert!(
+            text.contains(message),
+            "{name:?}: expected {message:?}, got {text}"
+        );
+    }
+    let left = api.list(&ListParams::default()).await.unwrap();
+    assert!(left.items.is_empty(), "a refused object was stored");
+
+    let longest = format!("a{}", "b".repeat(max - 1));
+    api.create(&PostParams::default(), &object(&longest))
+        .await
+        .expect("the longest allowed name");
+    api.patch(
+        &longest,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "metadata": { "labels": { "edited": "yes" } } })),
+    )
+    .await
+    .expect("an update of the longest allowed name");
+    ns.delete(&client).await;
+}
+
 #[tokio::test]
 async fn a_statefulset_pod_runs_on_a_kwok_node() {
     let client = bed().host().await;

@@ -239,6 +239,22 @@ async fn a_virtual_cluster_becomes_every_host_object_and_reaches_ready() {
     );
     assert_eq!(pod.metadata.labels.as_ref().unwrap()["app"], "vcluster");
     assert_eq!(pod.metadata.labels.as_ref().unwrap()["release"], "vc");
+    // ... and the key the Services select it by, which no synced tenant pod can carry.
+    assert_eq!(
+        pod.metadata.labels.as_ref().unwrap()["vnest.dev/control-plane"],
+        "vc"
+    );
+    for name in ["vc", "vc-headless"] {
+        let selector = services.get(name).await.unwrap().spec.unwrap().selector;
+        assert_eq!(
+            selector,
+            Some(std::collections::BTreeMap::from([(
+                "vnest.dev/control-plane".to_string(),
+                "vc".to_string()
+            )])),
+            "{name}"
+        );
+    }
     assert_eq!(pod.metadata.labels.as_ref().unwrap()["team"], "platform");
 
     // Policies.

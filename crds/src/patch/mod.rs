@@ -5,23 +5,22 @@
 //!
 //! Patches act on the host pod the syncer built, after names and references were
 //! translated: `metadata.labels.<key>`, `metadata.annotations.<key>` and anything under
-//! `spec`. Keys under `vcluster.loft.sh/` and the rest of the metadata are the syncer's own
-//! bookkeeping and cannot be patched.
+//! `spec`. Keys under `vcluster.loft.sh/` and `vnest.dev/` and the rest of the metadata are
+//! vnest's own bookkeeping (the control plane's Services select on `vnest.dev/control-plane`)
+//! and cannot be patched.
 
 pub mod expression;
 pub mod path;
 
 use serde_json::Value;
 
-use crate::PodsToHost;
+use crate::{PodsToHost, meta::RESERVED_LABEL_PREFIXES};
 pub use expression::Expression;
 pub use path::{FieldPath, Step};
 
 /// Where the entries live in a VirtualCluster, for error messages.
 const PATCHES: &str = "spec.sync.toHost.pods.patches";
 const TRANSLATE_PATCHES: &str = "spec.sync.toHost.pods.translatePatches";
-/// Label and annotation keys the syncer writes itself.
-const RESERVED_PREFIX: &str = "vcluster.loft.sh/";
 
 /// A problem with one patch entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,9 +62,9 @@ fn check_target(path: &FieldPath) -> Result<(), String> {
         [Step::Key(m), Step::Key(map), Step::Key(key)]
             if m == "metadata" && (map == "labels" || map == "annotations") =>
         {
-            if key.starts_with(RESERVED_PREFIX) {
+            if let Some(prefix) = RESERVED_LABEL_PREFIXES.iter().find(|p| key.starts_with(*p)) {
                 Err(format!(
-                    "{path}: keys under {RESERVED_PREFIX} are the syncer's own and cannot be patched"
+                    "{path}: keys under {prefix} are vnest's own and cannot be patched"
                 ))
             } else {
                 Ok(())
@@ -342,15 +341,22 @@ translatePatches:
         assert!(errs[2].starts_with("spec.sync.toHost.pods.translatePatches[1].path: metadata.name: only metadata.labels"), "{errs:?}");
     }
 
-    /// The syncer's own metadata cannot be patched away.
+    /// vnest's own metadata cannot be patched: not the syncer's markers, and not the
+    /// operator's labels, or a patch could label tenant pods into the control plane's Services.
     #[test]
     fn the_syncers_bookkeeping_is_off_limits() {
         for path in [
             "metadata.labels['vcluster.loft.sh/managed-by']",
             "metadata.annotations['vcluster.loft.sh/object-uid']",
+            "metadata.labels['vnest.dev/control-plane']",
         ] {
-            let errs = errors(&format!("patches: [{{path: \"{path}\", op: remove}}]"));
-            assert!(errs[0].contains("are the syncer's own"), "{errs:?}");
+            for entry in [
+                format!("patches: [{{path: \"{path}\", op: remove}}]"),
+                format!("translatePatches: [{{path: \"{path}\", expression: \"'vc'\"}}]"),
+            ] {
+                let errs = errors(&entry);
+                assert!(errs[0].contains("are vnest's own"), "{entry}: {errs:?}");
+            }
         }
         for path in [
             "metadata.labels",

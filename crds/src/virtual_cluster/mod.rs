@@ -14,7 +14,9 @@ pub use status::*;
 pub use sync::*;
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
-use kube::{CustomResource, KubeSchema};
+use kube::{CustomResource, KubeSchema, core::Rule};
+
+use crate::meta;
 use serde::{Deserialize, Serialize};
 
 /// A virtual Kubernetes cluster whose control plane and synced workloads live in this
@@ -33,6 +35,8 @@ use serde::{Deserialize, Serialize};
     category = "vnest",
     derive = "PartialEq",
     doc = "A virtual Kubernetes cluster: a control plane and syncer running in this namespace of the host.",
+    validation = name_length_rule(),
+    validation = name_format_rule(),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Distro", type_ = "string", json_path = ".status.distro"),
     printcolumn(
@@ -113,6 +117,34 @@ pub struct VirtualClusterSpec {
     /// Start from a VirtualClusterTemplate: its rendered spec, with the fields set here on top.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<crate::TemplateRef>,
+}
+
+/// A rule on `metadata.name`, checked when the VirtualCluster is created: the name cannot
+/// change afterwards, and an object an older CRD let in must still take status writes and lose
+/// its finalizer (the operator refuses it instead, with `SpecValid=False`).
+fn on_create(condition: &str, reason: &str) -> Rule {
+    Rule::new(format!("oldSelf.hasValue() || {condition}"))
+        .optional_old_self(true)
+        .message(format!("metadata.name {reason}").as_str())
+}
+
+/// Refuses a name some host object could not be named after ([`meta::MAX_VIRTUAL_CLUSTER_NAME`]).
+fn name_length_rule() -> Rule {
+    on_create(
+        &format!(
+            "size(self.metadata.name) <= {}",
+            meta::MAX_VIRTUAL_CLUSTER_NAME
+        ),
+        &meta::name_length_reason(),
+    )
+}
+
+/// Refuses a name the control plane's Services cannot take.
+fn name_format_rule() -> Rule {
+    on_create(
+        "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
+        meta::NAME_FORMAT_REASON,
+    )
 }
 
 /// Networking between the virtual cluster and the host.

@@ -160,12 +160,20 @@ impl Input<'_> {
         ])
     }
 
-    /// Pod labels the seed's dashboards select on; also the Service and policy selectors.
-    pub fn pod_selector(&self) -> BTreeMap<String, String> {
+    /// Pod labels the seed's dashboards and runbooks select on (`app=vcluster,release=<name>`),
+    /// and the StatefulSet's selector, which cannot change on an existing StatefulSet. A tenant
+    /// pod can carry them too, so nothing that routes traffic or admits it selects on them.
+    pub fn runbook_labels(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
             (meta::LABEL_APP.to_string(), meta::APP_VCLUSTER.to_string()),
             (meta::LABEL_RELEASE.to_string(), self.name.to_string()),
         ])
+    }
+
+    /// What the Services and NetworkPolicies select the control-plane pod by: a label no pod the
+    /// syncer makes can carry (see [`meta::LABEL_CONTROL_PLANE`]).
+    pub fn control_plane_selector(&self) -> BTreeMap<String, String> {
+        meta::control_plane_selector(self.name)
     }
 
     fn owner_reference(&self) -> OwnerReference {
@@ -373,6 +381,68 @@ mod tests {
                 assert_eq!(metadata["ownerReferences"][0]["controller"], true);
             }
         }
+    }
+
+    /// With the longest name the CRD lets in (in the longest namespace), every child the
+    /// operator applies, awake or asleep, has a name and label values the API server takes,
+    /// and so has the revision label the StatefulSet controller gives the pod. The other
+    /// names derived from the StatefulSet are checked beside the constant in `vnest_crds::meta`.
+    #[test]
+    fn the_longest_allowed_name_gives_children_the_api_server_accepts() {
+        let name = "a".repeat(meta::MAX_VIRTUAL_CLUSTER_NAME);
+        let namespace = "n".repeat(63);
+        let spec = spec_from_yaml(
+            "policies: {resourceQuota: {enabled: true}, limitRange: {enabled: true}, networkPolicy: {enabled: true}}",
+        );
+        let awake = Input {
+            namespace: &namespace,
+            name: &name,
+            ..input(&spec)
+        };
+        let asleep = Input {
+            replicas: 0,
+            wake: Some(crate::settings::WakeEndpoint {
+                ip: "10.0.0.1".parse().unwrap(),
+                port: 9443,
+            }),
+            ..Input {
+                namespace: &namespace,
+                name: &name,
+                ..input(&spec)
+            }
+        };
+        let children: Vec<Child> = [awake, asleep]
+            .iter()
+            .flat_map(|i| desired_state(i).children)
+            .collect();
+        assert!(children.iter().any(|c| c.kind == ChildKind::EndpointSlice));
+        for child in &children {
+            let limit = if child.kind == ChildKind::Service {
+                63
+            } else {
+                253
+            };
+            assert!(child.name.len() <= limit, "{:?} {}", child.kind, child.name);
+            let metadata = &child.object["metadata"];
+            let template = &child.object["spec"]["template"]["metadata"];
+            for labels in [&metadata["labels"], &template["labels"]] {
+                for (key, value) in labels.as_object().into_iter().flatten() {
+                    let value = value.as_str().unwrap();
+                    assert!(
+                        value.len() <= 63,
+                        "{:?} {}: {key}={value}",
+                        child.kind,
+                        child.name
+                    );
+                }
+            }
+            if child.kind == ChildKind::StatefulSet {
+                // `controller-revision-hash: <name>-<hash of up to 10 characters>`.
+                assert!(child.name.len() + 1 + 10 <= 63, "{}", child.name);
+            }
+        }
+        assert!(crate::validate::validate_name(&name).is_ok());
+        assert!(crate::validate::validate_name(&format!("{name}a")).is_err());
     }
 
     #[test]

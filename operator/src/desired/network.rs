@@ -29,7 +29,7 @@ pub fn services(input: &Input, names: &ChildNames) -> Vec<Child> {
     // Without a selector the EndpointSlice controller leaves the Service alone and
     // [`wake_endpoint_slice`] gives it its one endpoint.
     if input.wake.is_none() {
-        spec["selector"] = json!(input.pod_selector());
+        spec["selector"] = json!(input.control_plane_selector());
     }
     let mut service = input.child(
         ChildKind::Service,
@@ -58,7 +58,7 @@ pub fn services(input: &Input, names: &ChildNames) -> Vec<Child> {
             "clusterIP": "None",
             "publishNotReadyAddresses": true,
             "ports": headless_ports,
-            "selector": input.pod_selector(),
+            "selector": input.control_plane_selector(),
         }}),
     );
     vec![service, headless]
@@ -116,7 +116,7 @@ pub fn workload_policy(input: &Input, names: &ChildNames) -> Option<Child> {
     }
     let same_cluster = json!([
         { "podSelector": synced_workloads(input) },
-        { "podSelector": { "matchLabels": input.pod_selector() } },
+        { "podSelector": { "matchLabels": input.control_plane_selector() } },
     ]);
     let ip_block = &policy.outgoing_connections.ip_block;
     Some(input.child(
@@ -148,7 +148,7 @@ pub fn control_plane_policy(input: &Input, names: &ChildNames) -> Option<Child> 
         &names.control_plane_network_policy,
         "network-policy",
         json!({ "spec": {
-            "podSelector": { "matchLabels": input.pod_selector() },
+            "podSelector": { "matchLabels": input.control_plane_selector() },
             "policyTypes": ["Ingress"],
             "ingress": [
                 { "from": [{ "podSelector": synced_workloads(input) }] },
@@ -178,8 +178,6 @@ mod tests {
         assert_eq!(svc["spec"]["type"], "LoadBalancer");
         assert_eq!(svc["spec"]["ports"][0]["port"], 443);
         assert_eq!(svc["spec"]["ports"][0]["targetPort"], 8443);
-        assert_eq!(svc["spec"]["selector"]["app"], "vcluster");
-        assert_eq!(svc["spec"]["selector"]["release"], "team-alpha");
         assert_eq!(svc["metadata"]["annotations"]["a"], "b");
         let headless = &find(&state, ChildKind::Service, "team-alpha-headless")
             .unwrap()
@@ -189,6 +187,35 @@ mod tests {
             headless["spec"]["ports"][1],
             json!({ "name": "metrics", "port": 8081, "targetPort": 8081, "protocol": "TCP" })
         );
+    }
+
+    /// Both Services and both NetworkPolicies find the control plane by
+    /// `vnest.dev/control-plane` alone, never by `app`/`release`, which a tenant pod can carry
+    /// to the host; the control-plane pod has the key.
+    #[test]
+    fn services_and_policies_select_the_control_plane_by_a_key_no_tenant_can_set() {
+        let spec = spec_from_yaml("policies: {networkPolicy: {enabled: true}}");
+        let i = input(&spec);
+        let only_the_key = json!({ "vnest.dev/control-plane": "team-alpha" });
+        let state = desired_state(&i);
+        for name in ["team-alpha", "team-alpha-headless"] {
+            let svc = &find(&state, ChildKind::Service, name).unwrap().object;
+            assert_eq!(svc["spec"]["selector"], only_the_key, "{name}");
+        }
+        let cp = control_plane_policy(&i, &i.names()).unwrap().object;
+        assert_eq!(cp["spec"]["podSelector"]["matchLabels"], only_the_key);
+        let work = workload_policy(&i, &i.names()).unwrap().object;
+        for peers in [
+            &work["spec"]["ingress"][0]["from"],
+            &work["spec"]["egress"][0]["to"],
+        ] {
+            assert_eq!(peers[1]["podSelector"]["matchLabels"], only_the_key);
+        }
+        let sts = &find(&state, ChildKind::StatefulSet, "team-alpha")
+            .unwrap()
+            .object;
+        let pod_labels = &sts["spec"]["template"]["metadata"]["labels"];
+        assert_eq!(pod_labels["vnest.dev/control-plane"], "team-alpha");
     }
 
     /// Prometheus, in whatever namespace, can scrape the syncer: the alert on
@@ -224,7 +251,10 @@ mod tests {
         let headless = &find(&state, ChildKind::Service, "team-alpha-headless")
             .unwrap()
             .object;
-        assert_eq!(headless["spec"]["selector"]["release"], "team-alpha");
+        assert_eq!(
+            headless["spec"]["selector"]["vnest.dev/control-plane"],
+            "team-alpha"
+        );
         let slice = &find(&state, ChildKind::EndpointSlice, "team-alpha-wake")
             .unwrap()
             .object;
@@ -257,7 +287,10 @@ mod tests {
         let svc = &find(&state, ChildKind::Service, "team-alpha")
             .unwrap()
             .object;
-        assert_eq!(svc["spec"]["selector"]["release"], "team-alpha");
+        assert_eq!(
+            svc["spec"]["selector"]["vnest.dev/control-plane"],
+            "team-alpha"
+        );
         assert!(find(&state, ChildKind::EndpointSlice, "team-alpha-wake").is_none());
         assert!(
             state

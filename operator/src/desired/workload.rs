@@ -96,7 +96,8 @@ pub fn statefulset(input: &Input, names: &ChildNames) -> Child {
 
     let mut pod_labels = config.labels.clone();
     pod_labels.extend(input.labels("control-plane"));
-    pod_labels.extend(input.pod_selector());
+    pod_labels.extend(input.runbook_labels());
+    pod_labels.extend(input.control_plane_selector());
     let scheduling = &config.scheduling;
     let mut pod_spec = json!({
         "serviceAccountName": names.service_account,
@@ -133,7 +134,11 @@ pub fn statefulset(input: &Input, names: &ChildNames) -> Child {
             "replicas": input.replicas,
             "serviceName": names.headless_service,
             "podManagementPolicy": "Parallel",
-            "selector": { "matchLabels": input.pod_selector() },
+            // Still `app=vcluster,release=<name>`: a StatefulSet's selector is immutable, so
+            // a new one would be refused on every existing cluster. It routes no traffic: it
+            // tells the StatefulSet controller which pods are its own, and that controller
+            // also wants the name `<name>-<ordinal>`, which a synced pod's `…-x-<name>` is not.
+            "selector": { "matchLabels": input.runbook_labels() },
             "template": { "metadata": template_metadata, "spec": pod_spec },
             "volumeClaimTemplates": [claim_template(input)],
             "persistentVolumeClaimRetentionPolicy": { "whenDeleted": "Delete", "whenScaled": "Retain" },
@@ -628,9 +633,29 @@ controlPlane:
 
     #[test]
     fn managed_labels_cannot_be_overridden_by_spec_labels() {
-        let sts = sts("controlPlane: {statefulSet: {labels: {app: other, release: x}}}");
+        let sts = sts(
+            "controlPlane: {statefulSet: {labels: {app: other, release: x, vnest.dev/control-plane: y}}}",
+        );
         let labels = &sts["spec"]["template"]["metadata"]["labels"];
         assert_eq!(labels["app"], "vcluster");
         assert_eq!(labels["release"], "team-alpha");
+        assert_eq!(labels["vnest.dev/control-plane"], "team-alpha");
+    }
+
+    /// The pod carries the key the Services select on; the StatefulSet's own selector stays
+    /// the one existing StatefulSets were created with (a selector cannot change), and still
+    /// matches the pod.
+    #[test]
+    fn the_pod_carries_the_control_plane_key_and_the_selector_is_unchanged() {
+        let sts = sts("{}");
+        let labels = &sts["spec"]["template"]["metadata"]["labels"];
+        assert_eq!(labels["vnest.dev/control-plane"], "team-alpha");
+        assert_eq!(
+            sts["spec"]["selector"],
+            json!({ "matchLabels": { "app": "vcluster", "release": "team-alpha" } })
+        );
+        for (k, v) in sts["spec"]["selector"]["matchLabels"].as_object().unwrap() {
+            assert_eq!(&labels[k], v, "{k}");
+        }
     }
 }

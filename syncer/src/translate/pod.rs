@@ -784,6 +784,29 @@ spec:
         assert!(volume.host_path.is_none());
     }
 
+    /// A tenant pod dressed as the control plane (`app=vcluster,release=<vc>` and the
+    /// operator's `vnest.dev/control-plane` key) becomes a host pod the control plane's
+    /// Services and NetworkPolicy do not select: the key is rewritten, so it cannot take part
+    /// in the tenants' API traffic.
+    #[test]
+    fn a_pod_labelled_as_the_control_plane_is_not_selected_by_its_services() {
+        use vnest_crds::meta::{LABEL_CONTROL_PLANE, control_plane_selector};
+        let virt: Pod = from_yaml(&format!(
+            "metadata: {{name: web, namespace: shop, labels: {{app: vcluster, release: vc, {LABEL_CONTROL_PLANE}: vc}}}}
+spec:
+  containers: [{{name: app, image: nginx}}]",
+        ));
+        let host = host_pod(&virt, &target(), &env());
+        let labels = host.metadata.labels.unwrap();
+        let selector = control_plane_selector(&target().vc);
+        assert!(
+            !selector.iter().all(|(k, v)| labels.get(k) == Some(v)),
+            "the control plane's selector {selector:?} matches the host pod's labels {labels:?}"
+        );
+        assert!(!labels.contains_key(LABEL_CONTROL_PLANE), "{labels:?}");
+        assert_eq!(labels["app"], "vcluster");
+    }
+
     /// A patch the pod cannot take is reported, not half-applied.
     #[test]
     fn a_failing_patch_is_reported() {
