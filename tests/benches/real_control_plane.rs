@@ -6,9 +6,11 @@
 //! ```
 //!
 //! A `k8s` VirtualCluster (kine + SQLite) placed on the real node: apply → `Ready`, apply →
-//! the first tenant pod Running as a real container, then the resident memory of each
-//! container of the control-plane pod after the idle time (VmRSS of its main process, found
-//! through containerd), and the whole pod's sum.
+//! the first tenant pod Running as a real container. Then one more control plane per API-server
+//! profile in [`PROFILES`], side by side on the same node, and after the idle time the resident
+//! memory of each container of every control-plane pod (VmRSS of its main process, found
+//! through containerd) and each pod's sum: the steps from upstream's defaults to the
+//! operator's lean ones, measured in one run.
 
 use std::time::{Duration, Instant};
 
@@ -27,6 +29,50 @@ use vnest_tests::{
 
 const VC: &str = "bench";
 const TIMEOUT: Duration = Duration::from_secs(300);
+
+/// One API-server profile measured beside the operator's defaults; its arguments and
+/// variables override the defaults of the same name.
+struct Profile {
+    /// The VirtualCluster's name.
+    name: &'static str,
+    /// What it changes, for the table.
+    change: &'static str,
+    extra_args: &'static [&'static str],
+    env: &'static [(&'static str, &'static str)],
+}
+
+/// Profiles measured side by side with the first cluster (`bench`, the operator's defaults).
+const PROFILES: &[Profile] = &[
+    Profile {
+        name: "no-wcache",
+        change: "watch cache off",
+        extra_args: &["--watch-cache=false"],
+        env: &[],
+    },
+    Profile {
+        name: "gogc50",
+        change: "watch cache off, GOGC=50",
+        extra_args: &["--watch-cache=false"],
+        env: &[("GOGC", "50")],
+    },
+    Profile {
+        name: "no-apf",
+        change: "watch cache off, GOGC=50, priority and fairness off",
+        extra_args: &[
+            "--watch-cache=false",
+            "--enable-priority-and-fairness=false",
+        ],
+        env: &[("GOGC", "50")],
+    },
+];
+
+fn distro(extra_args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
+    let env: Vec<_> = env
+        .iter()
+        .map(|(name, value)| json!({ "name": name, "value": value }))
+        .collect();
+    json!({ "k8s": { "enabled": true, "extraArgs": extra_args, "env": env } })
+}
 
 #[tokio::main]
 async fn main() {
@@ -102,22 +148,59 @@ async fn main() {
         to_first_pod.as_secs_f64()
     );
 
+    // Every other profile beside it, on the same node.
+    for Profile {
+        name,
+        extra_args,
+        env,
+        ..
+    } in PROFILES
+    {
+        node.provide_data_volume(&client, &ns.name, name).await;
+        create_virtual_cluster(
+            &client,
+            &ns.name,
+            name,
+            json!({ "controlPlane": {
+                "distro": distro(extra_args, env),
+                "statefulSet": { "scheduling": placement },
+            } }),
+        )
+        .await;
+    }
+    for Profile { name, .. } in PROFILES {
+        wait_condition(&client, &ns.name, name, "Ready", "True", TIMEOUT).await;
+    }
+
     println!("  idle for {idle} s ...");
     tokio::time::sleep(Duration::from_secs(idle)).await;
-    let control_plane = pods
-        .get(&format!("{VC}-0"))
-        .await
-        .expect("control-plane pod");
-    let mut total = 0.0;
-    for (container, rss) in container_rss_mib(&control_plane) {
-        println!("  {container:<20} {rss:>7.1} MiB");
-        total += rss;
+    let measured = std::iter::once((VC, "the operator's defaults"))
+        .chain(PROFILES.iter().map(|p| (p.name, p.change)));
+    for (name, change) in measured {
+        let control_plane = pods
+            .get(&format!("{name}-0"))
+            .await
+            .expect("control-plane pod");
+        let mut total = 0.0;
+        let mut row = Vec::new();
+        for (container, rss) in container_rss_mib(&control_plane) {
+            row.push(format!("{container} {rss:.1}"));
+            total += rss;
+        }
+        println!(
+            "  {name:<12} {total:>7.1} MiB  ({})  — {change}",
+            row.join(", ")
+        );
     }
-    println!(
-        "  {:<20} {total:>7.1} MiB (whole pod, after {idle} s idle)",
-        "total"
-    );
+    println!("  (MiB of VmRSS per container after {idle} s idle; the pod's sum first)");
 
+    for Profile { name, .. } in PROFILES {
+        Api::<vnest_crds::VirtualCluster>::namespaced(client.clone(), &ns.name)
+            .delete(name, &Default::default())
+            .await
+            .unwrap();
+        delete_data_volume(&client, &ns.name, name).await;
+    }
     Api::<vnest_crds::VirtualCluster>::namespaced(client.clone(), &ns.name)
         .delete(VC, &Default::default())
         .await

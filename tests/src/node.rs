@@ -135,7 +135,8 @@ impl RealNode {
         let pv: PersistentVolume = serde_json::from_value(json!({
             "metadata": { "name": format!("pv-{namespace}-{claim}"), "labels": { "vnest-tests/namespace": namespace } },
             "spec": {
-                "capacity": { "storage": "1Gi" },
+                // The operator's default claim size: a smaller claim binds to it too.
+                "capacity": { "storage": "5Gi" },
                 "accessModes": ["ReadWriteOnce"],
                 "persistentVolumeReclaimPolicy": "Retain",
                 "hostPath": { "path": dir.to_string_lossy(), "type": "Directory" },

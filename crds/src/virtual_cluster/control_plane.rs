@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::{
-    api::core::v1::{Affinity, ResourceRequirements, Toleration},
+    api::core::v1::{Affinity, EnvVar, ResourceRequirements, Toleration},
     apimachinery::pkg::api::resource::Quantity,
 };
 use kube::KubeSchema;
@@ -87,6 +87,11 @@ pub struct DistroConfig {
     #[serde(default)]
     #[schemars(length(max = 64))]
     pub extra_args: Vec<String>,
+    /// Extra environment of the distribution's main container (kube-apiserver for `k8s`),
+    /// e.g. `GOMEMLIMIT`; a name given here replaces the operator's default of that name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub env: Vec<EnvVar>,
 }
 
 /// Where the virtual API server keeps its objects, in vCluster's shape; both live on the data

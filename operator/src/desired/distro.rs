@@ -2,6 +2,7 @@
 //! the files they read from `vc-config-<name>`. Every path they write is a mounted volume, so
 //! all run with a read-only root filesystem as uid 65532 (see `workload`).
 
+use k8s_openapi::api::core::v1::EnvVar;
 use serde_json::{Value, json};
 use vnest_crds::{DistroConfig, DistroKind, StoreKind};
 
@@ -40,11 +41,29 @@ pub struct ControlPlane {
 pub fn control_plane(input: &Input) -> ControlPlane {
     let (kind, config) = input.spec.control_plane.distro.selected();
     let store = input.spec.control_plane.backing_store.selected(kind);
-    match kind {
+    let mut plane = match kind {
         DistroKind::K3s => k3s(input, &config, store),
         DistroKind::K0s => k0s(input, &config),
         DistroKind::K8s => k8s(input, &config, store),
+    };
+    if !config.env.is_empty() {
+        for container in &mut plane.containers {
+            if container["name"] == "control-plane" {
+                with_env(container, &config.env);
+            }
+        }
     }
+    plane
+}
+
+/// Adds `extra` to `container`'s environment; a name already there takes the new value.
+fn with_env(container: &mut Value, extra: &[EnvVar]) {
+    let mut env: Vec<Value> = container["env"].as_array().cloned().unwrap_or_default();
+    for var in extra {
+        env.retain(|e| e["name"] != var.name.as_str());
+        env.push(serde_json::to_value(var).unwrap_or_default());
+    }
+    container["env"] = Value::Array(env);
 }
 
 /// Files of `vc-config-<name>` beside the syncer's configuration, by key.

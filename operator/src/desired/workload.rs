@@ -391,6 +391,45 @@ controlPlane:
         }
     }
 
+    /// `distro.<name>.env` reaches the distribution's main container only, and a name the
+    /// spec gives replaces the operator's default of that name.
+    #[test]
+    fn distro_env_reaches_the_main_container_and_overrides_defaults() {
+        let env = |sts: &Value, name: &str| {
+            container(sts, name)["env"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        };
+        let k8s = sts(
+            "controlPlane: {distro: {k8s: {enabled: true, env: [{name: GOMEMLIMIT, value: 300MiB}, {name: EXTRA, value: '1'}]}}}",
+        );
+        let apiserver = env(&k8s, "control-plane");
+        let limits: Vec<_> = apiserver
+            .iter()
+            .filter(|e| e["name"] == "GOMEMLIMIT")
+            .collect();
+        assert_eq!(limits.len(), 1, "{apiserver:?}");
+        assert_eq!(limits[0]["value"], "300MiB");
+        assert!(
+            apiserver
+                .iter()
+                .any(|e| e["name"] == "EXTRA" && e["value"] == "1")
+        );
+        assert!(
+            !env(&k8s, "controller-manager")
+                .iter()
+                .any(|e| e["name"] == "EXTRA")
+        );
+        let k3s =
+            sts("controlPlane: {distro: {k3s: {enabled: true, env: [{name: EXTRA, value: '2'}]}}}");
+        assert!(
+            env(&k3s, "control-plane")
+                .iter()
+                .any(|e| e["name"] == "EXTRA" && e["value"] == "2")
+        );
+    }
+
     #[test]
     fn k8s_with_the_etcd_backing_store_runs_etcd_instead_of_kine() {
         let sts = sts(K8S_ETCD);
