@@ -6,6 +6,7 @@ pub mod controllers;
 pub mod custom;
 pub mod diff;
 pub mod engine;
+pub mod host_client;
 pub mod metrics;
 pub mod proxy;
 pub mod resources;

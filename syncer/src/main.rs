@@ -18,7 +18,8 @@ use kube::{
 };
 use vnest_crds::SyncerConfig;
 use vnest_syncer::{
-    controllers, custom, engine::Ctx, metrics::Metrics, proxy, server, translate::Target,
+    controllers, custom, engine::Ctx, host_client, metrics::Metrics, proxy, server,
+    translate::Target,
 };
 
 /// Syncs a virtual cluster's workloads into its host namespace.
@@ -159,7 +160,7 @@ async fn main() -> anyhow::Result<()> {
     let host_config = client_config(args.host_kubeconfig.as_deref()).await?;
     let virtual_config = client_config(Some(&args.virtual_kubeconfig)).await?;
     let upstreams = upstreams(&host_config, &virtual_config)?;
-    let host = Client::try_from(host_config)?;
+    let host = host_client::throttled(host_config, config.sync.host_rate_limit)?;
     let virt = Client::try_from(virtual_config)?;
     tracing::info!(vc = %config.name, host_namespace = %config.host_namespace, proxy = %args.proxy_address, "starting");
     let reporter = Reporter {

@@ -31,6 +31,43 @@ pub struct Sync {
     /// Resources owned by the host and shown inside the virtual cluster.
     #[serde(default)]
     pub from_host: FromHost,
+    /// How fast the syncer's controllers may call the host API server (the seed's
+    /// large-scale advice: throttle the syncers, not the API server). Tenants' requests
+    /// through the proxy are not counted.
+    #[serde(default)]
+    pub host_rate_limit: HostRateLimit,
+}
+
+/// The syncer's host client sends at most `burst` requests per `burst / qps` seconds, so
+/// `qps` per second on average. The defaults are generous (a syncer creating pods as fast
+/// as a direct client does stays below them); lower them to share one host API server
+/// between many busy virtual clusters, at the price of slower syncs while a burst lasts.
+#[derive(KubeSchema, Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostRateLimit {
+    #[serde(default = "HostRateLimit::default_qps")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub qps: u32,
+    #[serde(default = "HostRateLimit::default_burst")]
+    #[schemars(range(min = 1, max = 20000))]
+    pub burst: u32,
+}
+
+impl HostRateLimit {
+    fn default_qps() -> u32 {
+        200
+    }
+    fn default_burst() -> u32 {
+        400
+    }
+}
+
+impl Default for HostRateLimit {
+    fn default() -> Self {
+        HostRateLimit {
+            qps: Self::default_qps(),
+            burst: Self::default_burst(),
+        }
+    }
 }
 
 /// A resource sync that is on or off.
