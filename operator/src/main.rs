@@ -45,6 +45,11 @@ struct Args {
     /// VirtualClusters reconciled at once, per watched namespace.
     #[arg(long, env = "VNEST_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     concurrency: u16,
+    /// Let VirtualClusters add `rbac.*.extraRules` to their syncer's roles (refused with
+    /// `SpecValid=False` otherwise): whoever may write a VirtualCluster then can grant its
+    /// syncer any host right this operator holds or may escalate to.
+    #[arg(long, env = "VNEST_ALLOW_EXTRA_RULES")]
+    allow_extra_rules: bool,
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, env = "VNEST_METRICS_ADDRESS", default_value = "127.0.0.1:8080")]
     metrics_address: SocketAddr,
@@ -147,6 +152,7 @@ fn settings(args: &Args, wake: Option<WakeEndpoint>) -> Settings {
         cluster_domain: args.cluster_domain.clone(),
         service_cidr: args.service_cidr.clone(),
         wake,
+        allow_extra_rules: args.allow_extra_rules,
     }
 }
 

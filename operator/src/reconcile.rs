@@ -525,6 +525,7 @@ async fn apply_all(original: &VirtualCluster, ctx: &Context) -> Result<Action, E
                 .err()
                 .unwrap_or_default(),
         );
+        errors.extend(validate::guardrails(spec, ctx.settings.allow_extra_rules));
         (!errors.is_empty()).then(|| {
             errors
                 .iter()

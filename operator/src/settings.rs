@@ -45,6 +45,9 @@ pub struct Settings {
     /// The operator's wake endpoint (`--wake-address`, `--wake-advertise-ip`); auto-wakeup
     /// routes a sleeping cluster's Service to it. `None`: the Service always selects the pod.
     pub wake: Option<WakeEndpoint>,
+    /// `--allow-extra-rules`: VirtualClusters may add `rbac.*.extraRules` to the syncer's
+    /// roles. Off by default: see `validate::guardrails`.
+    pub allow_extra_rules: bool,
 }
 
 /// Where the operator's wake listener is reachable from inside the host cluster.
@@ -62,6 +65,7 @@ impl Default for Settings {
             cluster_domain: "cluster.local".into(),
             service_cidr: DEFAULT_SERVICE_CIDR.into(),
             wake: None,
+            allow_extra_rules: false,
         }
     }
 }

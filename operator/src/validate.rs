@@ -256,9 +256,54 @@ pub fn validate(spec: &VirtualClusterSpec, namespace: &str) -> Result<(), Vec<Fi
     }
 }
 
+/// What the admins' flags forbid a VirtualCluster author to ask: extra rights for the
+/// syncer (`rbac.*.extraRules`) unless the operator runs with `--allow-extra-rules`.
+/// Whoever may write a VirtualCluster (a Backstage template, an Argo CD project) could
+/// otherwise grant the syncer any host right the operator can bind.
+pub fn guardrails(spec: &VirtualClusterSpec, allow_extra_rules: bool) -> Vec<FieldError> {
+    let mut c = Checker { errors: Vec::new() };
+    let rules = [
+        ("spec.rbac.role.extraRules", &spec.rbac.role.extra_rules),
+        (
+            "spec.rbac.clusterRole.extraRules",
+            &spec.rbac.cluster_role.extra_rules,
+        ),
+    ];
+    for (field, rules) in rules {
+        if !allow_extra_rules && !rules.is_empty() {
+            c.fail(
+                field,
+                "extra rights for the syncer are refused: this operator runs without --allow-extra-rules (chart value allowExtraRules), the platform admins' choice; remove the rules, or ask the admins to allow them",
+            );
+        }
+    }
+    c.errors
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extra_rules_are_refused_unless_the_admins_allow_them() {
+        let spec: VirtualClusterSpec = serde_yaml::from_str(
+            "rbac: {role: {extraRules: [{apiGroups: [''], resources: [secrets], verbs: [list]}]}, clusterRole: {extraRules: [{apiGroups: [''], resources: [nodes], verbs: [patch]}]}}",
+        )
+        .unwrap();
+        let refused: Vec<String> = guardrails(&spec, false)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(refused.len(), 2, "{refused:?}");
+        assert!(refused[0].starts_with("spec.rbac.role.extraRules: "));
+        assert!(refused[1].starts_with("spec.rbac.clusterRole.extraRules: "));
+        assert!(refused.iter().all(|e| e.contains("--allow-extra-rules")));
+        assert_eq!(guardrails(&spec, true), Vec::new());
+        assert_eq!(
+            guardrails(&VirtualClusterSpec::default(), false),
+            Vec::new()
+        );
+    }
 
     fn errors(yaml: &str) -> Vec<String> {
         let spec: VirtualClusterSpec = serde_yaml::from_str(yaml).unwrap();

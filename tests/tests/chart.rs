@@ -111,6 +111,10 @@ fn chart_renders_a_leader_elected_operator_with_least_rbac() {
         !args.iter().any(|a| a.starts_with("--namespace")),
         "{args:?}"
     );
+    assert!(
+        !args.contains(&"--allow-extra-rules".to_string()),
+        "extra rules are off by default: {args:?}"
+    );
     let pod = &deployment["spec"]["template"]["spec"];
     assert_eq!(pod["serviceAccountName"], "rel-vnest-operator");
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
@@ -178,6 +182,7 @@ fn chart_renders_a_leader_elected_operator_with_least_rbac() {
         "images.syncer=registry.local/syncer:dev",
         "images.kubernetes=registry.local/kubernetes:v1.37.2",
         "replicas=1",
+        "allowExtraRules=true",
     ]);
     assert!(find(&docs, "ServiceMonitor").is_some());
     // The syncers' ServiceMonitor: every headless Service's `metrics` port, in the watched
@@ -210,6 +215,10 @@ fn chart_renders_a_leader_elected_operator_with_least_rbac() {
         "{args:?}"
     );
     assert!(args.contains(&"--syncer-image=registry.local/syncer:dev".to_string()));
+    assert!(
+        args.contains(&"--allow-extra-rules".to_string()),
+        "{args:?}"
+    );
     assert!(args.contains(&"--kubernetes-image=registry.local/kubernetes:v1.37.2".to_string()));
 }
 
@@ -243,7 +252,8 @@ async fn installed_chart_rbac_is_enough_to_run_and_clean_up_a_virtual_cluster() 
         &release_ns.name,
         "chart-op",
         free_port(),
-        &[],
+        // The VirtualCluster below asks for extra Role rules, which the admins allow.
+        &["--allow-extra-rules".to_string()],
     );
 
     provide_data_volume(&client, &tenant_ns.name, "vc").await;

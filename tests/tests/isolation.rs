@@ -4,11 +4,18 @@
 //! - A tenant pod labelled like the control plane (`app=vcluster,release=<vc>` and the
 //!   operator's `vnest.dev/control-plane`) is synced, but the control plane's Services and
 //!   NetworkPolicy do not select its host copy, so it takes no part in the tenants' API traffic.
+//! - A VirtualCluster author asking for extra syncer rights (`rbac.*.extraRules`) from an
+//!   operator the admins did not start with `--allow-extra-rules` gets `SpecValid=False` naming
+//!   both fields, and no Role, ClusterRole or StatefulSet is made for it.
+
+use std::time::Duration;
 
 use k8s_openapi::api::{
+    apps::v1::StatefulSet,
     core::v1::{PersistentVolume, Pod, Service},
     discovery::v1::EndpointSlice,
     networking::v1::NetworkPolicy,
+    rbac::v1::{ClusterRole, Role},
 };
 use kube::{
     Api, ResourceExt,
@@ -18,7 +25,10 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use vnest_crds::meta::LABEL_CONTROL_PLANE;
 use vnest_tests::tenant::{TIMEOUT, VC, phase, present, setup};
-use vnest_tests::{fixtures::provide_data_volume, wait};
+use vnest_tests::{
+    fixtures::{self, create_virtual_cluster, provide_data_volume, wait_condition},
+    wait,
+};
 
 /// `k=v,k=v` of a `matchLabels`-style selector.
 fn selector_string(selector: &BTreeMap<String, String>) -> String {
@@ -186,4 +196,75 @@ async fn a_tenant_pod_labelled_as_the_control_plane_joins_none_of_its_services()
 fn sorted<const N: usize>(mut names: [String; N]) -> Vec<String> {
     names.sort();
     names.to_vec()
+}
+
+#[tokio::test]
+async fn extra_syncer_rights_are_refused_unless_the_admins_allow_them() {
+    // `fixtures::setup` starts the operator as the chart does by default: no
+    // `--allow-extra-rules`.
+    let fixtures::Setup {
+        client,
+        ns,
+        operator: _operator,
+    } = fixtures::setup("iso-rules").await;
+    let n = ns.name.as_str();
+    create_virtual_cluster(
+        &client,
+        n,
+        "greedy",
+        json!({ "rbac": {
+            "role": { "extraRules": [{ "apiGroups": [""], "resources": ["secrets"], "verbs": ["list"] }] },
+            "clusterRole": { "extraRules": [{ "apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"] }] },
+        } }),
+    )
+    .await;
+    let refused = wait_condition(
+        &client,
+        n,
+        "greedy",
+        "SpecValid",
+        "False",
+        Duration::from_secs(30),
+    )
+    .await;
+    let status = refused.status.unwrap();
+    let message = &status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "SpecValid")
+        .unwrap()
+        .message;
+    for named in [
+        "spec.rbac.role.extraRules",
+        "spec.rbac.clusterRole.extraRules",
+        "--allow-extra-rules",
+    ] {
+        assert!(message.contains(named), "{named} not in: {message}");
+    }
+
+    // Nothing of it is made, not just not yet: absent through a window after the refusal.
+    let roles: Api<Role> = Api::namespaced(client.clone(), n);
+    let cluster_roles: Api<ClusterRole> = Api::all(client.clone());
+    let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), n);
+    let cluster_role = format!("vc-{n}-greedy");
+    wait::holds(
+        "no Role, ClusterRole or StatefulSet for the refused spec",
+        Duration::from_secs(5),
+        || async {
+            let made = [
+                roles.get_opt("vc-greedy").await.map(|o| o.is_some()),
+                cluster_roles
+                    .get_opt(&cluster_role)
+                    .await
+                    .map(|o| o.is_some()),
+                statefulsets.get_opt("greedy").await.map(|o| o.is_some()),
+            ];
+            match made.iter().position(|m| !matches!(m, Ok(false))) {
+                None => Ok(()),
+                Some(i) => Err(format!("object {i}: {:?}", made[i])),
+            }
+        },
+    )
+    .await;
+    ns.delete(&client).await;
 }
