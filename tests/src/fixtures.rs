@@ -96,6 +96,24 @@ pub async fn wait_condition(
     .await
 }
 
+/// The message of `SpecValid=False`, once the operator has refused the VirtualCluster's spec.
+pub async fn spec_refusal(client: &Client, namespace: &str, name: &str) -> String {
+    let refused = wait_condition(
+        client,
+        namespace,
+        name,
+        "SpecValid",
+        "False",
+        Duration::from_secs(30),
+    )
+    .await;
+    refused
+        .status
+        .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "SpecValid"))
+        .map(|c| c.message)
+        .unwrap_or_default()
+}
+
 /// A loopback TCP port nothing listens on right now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use vnest_crds::meta::LABEL_CONTROL_PLANE;
 use vnest_tests::tenant::{TIMEOUT, VC, phase, present, setup};
 use vnest_tests::{
-    fixtures::{self, create_virtual_cluster, provide_data_volume, wait_condition},
+    fixtures::{self, create_virtual_cluster, provide_data_volume, spec_refusal},
     wait,
 };
 
@@ -218,22 +218,7 @@ async fn extra_syncer_rights_are_refused_unless_the_admins_allow_them() {
         } }),
     )
     .await;
-    let refused = wait_condition(
-        &client,
-        n,
-        "greedy",
-        "SpecValid",
-        "False",
-        Duration::from_secs(30),
-    )
-    .await;
-    let status = refused.status.unwrap();
-    let message = &status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "SpecValid")
-        .unwrap()
-        .message;
+    let message = &spec_refusal(&client, n, "greedy").await;
     for named in [
         "spec.rbac.role.extraRules",
         "spec.rbac.clusterRole.extraRules",
