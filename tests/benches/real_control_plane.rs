@@ -64,6 +64,15 @@ const PROFILES: &[Profile] = &[
         ],
         env: &[("GOGC", "50")],
     },
+    Profile {
+        name: "memlimit",
+        change: "watch cache off, GOGC=50, priority and fairness off, GOMEMLIMIT=128MiB",
+        extra_args: &[
+            "--watch-cache=false",
+            "--enable-priority-and-fairness=false",
+        ],
+        env: &[("GOGC", "50"), ("GOMEMLIMIT", "128MiB")],
+    },
 ];
 
 fn distro(extra_args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
