@@ -22,7 +22,7 @@ use vnest_crds::patch::PodPatches;
 
 use crate::{
     custom::{self, Resolved},
-    engine::{self, Ctx, Follower, Queue, Watches},
+    engine::{self, Ctx, Follower, PodReference, Queue, Watches},
     resources::{
         configmaps::{self, ConfigMaps},
         endpoints::{self, EndpointsSyncer},
@@ -115,6 +115,7 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
     );
     let mut engines: Vec<BoxFuture<'static, ()>> = Vec::new();
     let mut pod_followers: Vec<Follower<Pod>> = Vec::new();
+    let mut pod_references: Vec<PodReference> = Vec::new();
     let mut service_followers: Vec<Follower<Service>> = Vec::new();
     // Without synced pods, "used by a pod" never holds: only `all` makes these useful.
     let referenced = |enabled: bool, all: bool| enabled && (to_host.pods.enabled || all);
@@ -129,10 +130,17 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
         let syncer = ConfigMaps {
             pods: virtual_pods.clone(),
         };
+        let watches = Watches::<ConfigMap>::default();
+        pod_references.push(PodReference::new(
+            "ConfigMap",
+            configmaps::used_by,
+            watches.host.clone(),
+            ctx.target.clone(),
+        ));
         engines.push(Box::pin(engine::run(
             syncer,
             ctx.clone(),
-            Watches::<ConfigMap>::default(),
+            watches,
             queue,
             vec![],
         )));
@@ -148,10 +156,17 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
             pods: virtual_pods,
             ingresses: virtual_ingresses,
         };
+        let watches = Watches::<Secret>::default();
+        pod_references.push(PodReference::new(
+            "Secret",
+            secrets::used_by,
+            watches.host.clone(),
+            ctx.target.clone(),
+        ));
         engines.push(Box::pin(engine::run(
             syncer,
             ctx.clone(),
-            Watches::<Secret>::default(),
+            watches,
             queue,
             vec![],
         )));
@@ -228,7 +243,8 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
     }
     if to_host.pods.enabled {
         let queue = Queue::default();
-        let syncer = Pods::new(host_services, pods.host.clone(), queue.clone(), pod_patches);
+        let mut syncer = Pods::new(host_services, pods.host.clone(), queue.clone(), pod_patches);
+        syncer.references = pod_references;
         engines.push(Box::pin(engine::run(
             syncer,
             ctx.clone(),

@@ -16,7 +16,7 @@ use vnest_crds::{patch::PodPatches, translate::host_name};
 
 use super::{metadata_covers, sync_status};
 use crate::{
-    engine::{Ctx, Decision, HostGone, Queue, Syncer},
+    engine::{Ctx, Decision, HostGone, PodReference, Queue, Syncer, conflicted_reference},
     translate::{
         pod::{PodEnv, TokenDelivery, host_pod, patch_host_pod, requested_tokens, virtual_status},
         pod_security,
@@ -36,6 +36,8 @@ pub struct Pods {
     tokens: Tokens,
     /// `toHost.pods.patches` and `translatePatches`, parsed once.
     patches: PodPatches,
+    /// Kinds whose host copies a pod mounts: a pod using a conflicted name is refused.
+    pub references: Vec<PodReference>,
 }
 
 impl Pods {
@@ -52,6 +54,7 @@ impl Pods {
             api_service: OnceCell::new(),
             tokens: Tokens::new(queue),
             patches,
+            references: Vec::new(),
         }
     }
 
@@ -146,6 +149,19 @@ impl Syncer for Pods {
                     level.as_str()
                 ),
             });
+        }
+        for r in &self.references {
+            if let Some((used, owner)) = conflicted_reference(&(r.used_by)(virt), &r.owner_of) {
+                let name = ctx.target.host_name(&used.1, &used.0);
+                return Ok(Decision::Refuse {
+                    reason: "NameConflict",
+                    note: format!(
+                        "not synced to the host: it uses {} {}/{}, whose host name {name} belongs to {}/{} \
+                         (a name conflict); rename one of them",
+                        r.kind, used.0, used.1, owner.0, owner.1
+                    ),
+                });
+            }
         }
         let host = ctx
             .target
