@@ -18,7 +18,10 @@ use super::{metadata_covers, sync_status};
 use crate::{
     engine::{Ctx, Decision, HostGone, PodReference, Queue, Syncer, conflicted_reference},
     translate::{
-        pod::{PodEnv, TokenDelivery, host_pod, patch_host_pod, requested_tokens, virtual_status},
+        pod::{
+            PodEnv, TokenDelivery, host_pod, patch_host_pod, requested_node, requested_tokens,
+            virtual_status,
+        },
         pod_security,
     },
 };
@@ -56,6 +59,16 @@ impl Pods {
             patches,
             references: Vec::new(),
         }
+    }
+
+    /// Whether the tenant is shown host node `node` because a synced pod of this virtual
+    /// cluster runs there (a minimal or real virtual Node of that name); nodes only a
+    /// `fromHost.nodes` selector shows are not counted (refused, the safe side).
+    fn node_shown(&self, node: &str) -> bool {
+        self.host_pods
+            .state()
+            .iter()
+            .any(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
     }
 
     /// ClusterIP of the operator's Service in front of the virtual API server.
@@ -163,6 +176,15 @@ impl Syncer for Pods {
                 });
             }
         }
+        let node = match requested_node(&spec, |n| self.node_shown(n)) {
+            Ok(node) => node,
+            Err(note) => {
+                return Ok(Decision::Refuse {
+                    reason: "NodeNotAllowed",
+                    note,
+                });
+            }
+        };
         let host = ctx
             .target
             .host_name(&virt.name_any(), &virt.namespace().unwrap_or_default());
@@ -185,7 +207,10 @@ impl Syncer for Pods {
             token,
             sync_priority_classes: ctx.config.sync.to_host.priorityclasses.enabled,
         };
-        let pod = host_pod(virt, &ctx.target, &env);
+        let mut pod = host_pod(virt, &ctx.target, &env);
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.node_name = node;
+        }
         Ok(match patch_host_pod(pod, &self.patches) {
             Ok(pod) => Decision::Sync(pod),
             Err(note) => Decision::Refuse {
