@@ -39,7 +39,7 @@ use crate::{
         real_nodes, replicated_services,
         secrets::{self, Secrets},
         selector_endpoints,
-        service_accounts::ServiceAccounts,
+        service_accounts::{self, ServiceAccounts},
         services::Services,
     },
 };
@@ -212,10 +212,17 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
         )));
     }
     if to_host.serviceaccounts.enabled {
+        let watches = Watches::<ServiceAccount>::default();
+        pod_references.push(PodReference::new(
+            "ServiceAccount",
+            service_accounts::used_by,
+            watches.host.clone(),
+            ctx.target.clone(),
+        ));
         engines.push(Box::pin(engine::run(
             ServiceAccounts,
             ctx.clone(),
-            Watches::<ServiceAccount>::default(),
+            watches,
             Queue::default(),
             vec![],
         )));
@@ -241,18 +248,6 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
             pods.virt.clone(),
         )));
     }
-    if to_host.pods.enabled {
-        let queue = Queue::default();
-        let mut syncer = Pods::new(host_services, pods.host.clone(), queue.clone(), pod_patches);
-        syncer.references = pod_references;
-        engines.push(Box::pin(engine::run(
-            syncer,
-            ctx.clone(),
-            pods,
-            queue,
-            pod_followers,
-        )));
-    }
     if to_host.ingresses.enabled {
         engines.push(Box::pin(engine::run(
             Ingresses,
@@ -264,6 +259,12 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
     }
     if to_host.persistentvolumeclaims.enabled {
         let claims = Watches::<PersistentVolumeClaim>::default();
+        pod_references.push(PodReference::new(
+            "PersistentVolumeClaim",
+            pvcs::used_by,
+            claims.host.clone(),
+            ctx.target.clone(),
+        ));
         let volumes = Queue::default();
         let pvs = Pvs {
             host_claims: claims.host.clone(),
@@ -277,6 +278,18 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
             vec![(volumes.clone(), pvcs::volume_of)],
         )));
         engines.push(Box::pin(from_host::run(pvs, ctx.clone(), volumes)));
+    }
+    if to_host.pods.enabled {
+        let queue = Queue::default();
+        let mut syncer = Pods::new(host_services, pods.host.clone(), queue.clone(), pod_patches);
+        syncer.references = pod_references;
+        engines.push(Box::pin(engine::run(
+            syncer,
+            ctx.clone(),
+            pods,
+            queue,
+            pod_followers,
+        )));
     }
     if to_host.networkpolicies.enabled {
         let policies = Watches::<NetworkPolicy>::default();

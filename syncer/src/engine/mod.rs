@@ -124,6 +124,16 @@ impl Ctx {
 
     /// Publishes a Warning event on virtual object `obj`.
     pub async fn warn<K: Resource<DynamicType = ()>>(&self, obj: &K, reason: &str, note: String) {
+        self.warn_on(obj.object_ref(&()), reason, note).await;
+    }
+
+    /// Publishes a Warning event on the virtual object `reference` names.
+    pub async fn warn_on(
+        &self,
+        reference: k8s_openapi::api::core::v1::ObjectReference,
+        reason: &str,
+        note: String,
+    ) {
         let event = KubeEvent {
             type_: EventType::Warning,
             reason: reason.to_string(),
@@ -131,7 +141,7 @@ impl Ctx {
             action: "Sync".to_string(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &obj.object_ref(&())).await {
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
             tracing::warn!(error = %e, "failed to publish event");
         }
     }
@@ -281,12 +291,15 @@ pub fn conflicted_reference(
         .find_map(|r| owner_of(r).filter(|o| o != r).map(|o| (r.clone(), o)))
 }
 
+/// The owner of the host copy of a virtual key, if any.
+pub type OwnerOf = Box<dyn Fn(&Key) -> Option<Key> + Send + Sync>;
+
 /// A kind of object pods reference: its name, the keys a pod uses, and the owner of the host
 /// copy of a key (from that kind's host cache), to refuse pods using a conflicted name.
 pub struct PodReference {
     pub kind: &'static str,
     pub used_by: fn(&k8s_openapi::api::core::v1::Pod) -> Vec<Key>,
-    pub owner_of: Box<dyn Fn(&Key) -> Option<Key> + Send + Sync>,
+    pub owner_of: OwnerOf,
 }
 
 impl PodReference {
