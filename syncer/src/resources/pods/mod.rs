@@ -176,7 +176,17 @@ impl Syncer for Pods {
                 });
             }
         }
-        let node = match requested_node(&spec, |n| self.node_shown(n)) {
+        let host = ctx
+            .target
+            .host_name(&virt.name_any(), &virt.namespace().unwrap_or_default());
+        // A pod that ran and whose host copy is gone is ended by the engine, never recreated:
+        // its node (bound by us) need not be shown any more.
+        let ended = self.host_gone(virt) == HostGone::DeleteVirtual
+            && self
+                .host_pods
+                .get(&ObjectRef::new(&host).within(&ctx.target.host_namespace))
+                .is_none();
+        let node = match requested_node(&spec, |n| ended || self.node_shown(n)) {
             Ok(node) => node,
             Err(note) => {
                 return Ok(Decision::Refuse {
@@ -185,9 +195,6 @@ impl Syncer for Pods {
                 });
             }
         };
-        let host = ctx
-            .target
-            .host_name(&virt.name_any(), &virt.namespace().unwrap_or_default());
         let token = if requested_tokens(&spec).is_empty() {
             None
         } else if ctx.config.sync.to_host.pods.use_secrets_for_sa_tokens {
