@@ -22,7 +22,7 @@ use vnest_crds::patch::PodPatches;
 
 use crate::{
     custom::{self, Resolved},
-    engine::{self, Ctx, Follower, Queue, Watches},
+    engine::{self, Ctx, Follower, PodReference, Queue, Watches},
     resources::{
         configmaps::{self, ConfigMaps},
         endpoints::{self, EndpointsSyncer},
@@ -39,7 +39,7 @@ use crate::{
         real_nodes, replicated_services,
         secrets::{self, Secrets},
         selector_endpoints,
-        service_accounts::ServiceAccounts,
+        service_accounts::{self, ServiceAccounts},
         services::Services,
     },
 };
@@ -115,6 +115,7 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
     );
     let mut engines: Vec<BoxFuture<'static, ()>> = Vec::new();
     let mut pod_followers: Vec<Follower<Pod>> = Vec::new();
+    let mut pod_references: Vec<PodReference> = Vec::new();
     let mut service_followers: Vec<Follower<Service>> = Vec::new();
     // Without synced pods, "used by a pod" never holds: only `all` makes these useful.
     let referenced = |enabled: bool, all: bool| enabled && (to_host.pods.enabled || all);
@@ -129,10 +130,17 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
         let syncer = ConfigMaps {
             pods: virtual_pods.clone(),
         };
+        let watches = Watches::<ConfigMap>::default();
+        pod_references.push(PodReference::new(
+            "ConfigMap",
+            configmaps::used_by,
+            watches.host.clone(),
+            ctx.target.clone(),
+        ));
         engines.push(Box::pin(engine::run(
             syncer,
             ctx.clone(),
-            Watches::<ConfigMap>::default(),
+            watches,
             queue,
             vec![],
         )));
@@ -148,10 +156,17 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
             pods: virtual_pods,
             ingresses: virtual_ingresses,
         };
+        let watches = Watches::<Secret>::default();
+        pod_references.push(PodReference::new(
+            "Secret",
+            secrets::used_by,
+            watches.host.clone(),
+            ctx.target.clone(),
+        ));
         engines.push(Box::pin(engine::run(
             syncer,
             ctx.clone(),
-            Watches::<Secret>::default(),
+            watches,
             queue,
             vec![],
         )));
@@ -197,10 +212,17 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
         )));
     }
     if to_host.serviceaccounts.enabled {
+        let watches = Watches::<ServiceAccount>::default();
+        pod_references.push(PodReference::new(
+            "ServiceAccount",
+            service_accounts::used_by,
+            watches.host.clone(),
+            ctx.target.clone(),
+        ));
         engines.push(Box::pin(engine::run(
             ServiceAccounts,
             ctx.clone(),
-            Watches::<ServiceAccount>::default(),
+            watches,
             Queue::default(),
             vec![],
         )));
@@ -226,17 +248,6 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
             pods.virt.clone(),
         )));
     }
-    if to_host.pods.enabled {
-        let queue = Queue::default();
-        let syncer = Pods::new(host_services, pods.host.clone(), queue.clone(), pod_patches);
-        engines.push(Box::pin(engine::run(
-            syncer,
-            ctx.clone(),
-            pods,
-            queue,
-            pod_followers,
-        )));
-    }
     if to_host.ingresses.enabled {
         engines.push(Box::pin(engine::run(
             Ingresses,
@@ -248,6 +259,12 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
     }
     if to_host.persistentvolumeclaims.enabled {
         let claims = Watches::<PersistentVolumeClaim>::default();
+        pod_references.push(PodReference::new(
+            "PersistentVolumeClaim",
+            pvcs::used_by,
+            claims.host.clone(),
+            ctx.target.clone(),
+        ));
         let volumes = Queue::default();
         let pvs = Pvs {
             host_claims: claims.host.clone(),
@@ -261,6 +278,18 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
             vec![(volumes.clone(), pvcs::volume_of)],
         )));
         engines.push(Box::pin(from_host::run(pvs, ctx.clone(), volumes)));
+    }
+    if to_host.pods.enabled {
+        let queue = Queue::default();
+        let mut syncer = Pods::new(host_services, pods.host.clone(), queue.clone(), pod_patches);
+        syncer.references = pod_references;
+        engines.push(Box::pin(engine::run(
+            syncer,
+            ctx.clone(),
+            pods,
+            queue,
+            pod_followers,
+        )));
     }
     if to_host.networkpolicies.enabled {
         let policies = Watches::<NetworkPolicy>::default();

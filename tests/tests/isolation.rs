@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
-    core::v1::{PersistentVolume, Pod, Service},
+    core::v1::{ConfigMap, Event, Namespace, PersistentVolume, Pod, Service, ServiceAccount},
     discovery::v1::EndpointSlice,
     networking::v1::NetworkPolicy,
     rbac::v1::{ClusterRole, Role},
@@ -23,8 +23,8 @@ use kube::{
 };
 use serde_json::json;
 use std::collections::BTreeMap;
-use vnest_crds::meta::LABEL_CONTROL_PLANE;
-use vnest_tests::tenant::{TIMEOUT, VC, phase, present, setup};
+use vnest_crds::{meta::LABEL_CONTROL_PLANE, translate::host_name};
+use vnest_tests::tenant::{TIMEOUT, VC, absent, phase, present, setup};
 use vnest_tests::{
     fixtures::{self, create_virtual_cluster, provide_data_volume, spec_refusal},
     wait,
@@ -252,4 +252,176 @@ async fn extra_syncer_rights_are_refused_unless_the_admins_allow_them() {
     )
     .await;
     ns.delete(&client).await;
+}
+
+/// The first Warning event about `kind` `name` in virtual namespace `ns` with `reason`.
+async fn warning_in(virt: &kube::Client, ns: &str, kind: &str, name: &str, reason: &str) -> Event {
+    let events: Api<Event> = Api::namespaced(virt.clone(), ns);
+    wait::until(
+        &format!("{reason} on {kind} {ns}/{name}"),
+        TIMEOUT,
+        || async {
+            let list = events
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            list.items
+                .into_iter()
+                .find(|e| {
+                    e.involved_object.name.as_deref() == Some(name)
+                        && e.involved_object.kind.as_deref() == Some(kind)
+                        && e.type_.as_deref() == Some("Warning")
+                        && e.reason.as_deref() == Some(reason)
+                })
+                .ok_or("no event yet".to_string())
+        },
+    )
+    .await
+}
+
+fn pod_mounting(name: &str, configmap: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": name },
+        "spec": {
+            "containers": [{ "name": "app", "image": "nginx",
+                             "volumeMounts": [{ "name": "cfg", "mountPath": "/cfg" }] }],
+            "volumes": [{ "name": "cfg", "configMap": { "name": configmap } }],
+        },
+    })
+}
+
+#[tokio::test]
+async fn colliding_host_names_keep_the_first_owner_and_refuse_the_later_object() {
+    let mut s = setup("iso-nc", json!({})).await;
+    // ConfigMap `a-x-b` in `c` and `a` in `b-x-c` translate to one host name.
+    let c = s.vns.name.clone();
+    let other = format!("b-x-{c}");
+    assert_eq!(host_name("a", &other, VC), host_name("a-x-b", &c, VC));
+    let namespaces: Api<Namespace> = Api::all(s.virt.clone());
+    let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": other } })).unwrap();
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let accounts: Api<ServiceAccount> = Api::namespaced(s.virt.clone(), &other);
+    wait::until("default ServiceAccount in b-x-c", TIMEOUT, || async {
+        accounts.get("default").await.map_err(|e| e.to_string())
+    })
+    .await;
+    s.wiring.virtual_namespace = format!("{c},{other}");
+    let _syncer = s.start_syncer();
+
+    // The first owner: c/a-x-b, used by a pod so it is synced.
+    s.create::<ConfigMap>(json!({ "metadata": { "name": "a-x-b" }, "data": { "k": "first" } }))
+        .await;
+    s.create::<Pod>(pod_mounting("first", "a-x-b")).await;
+    let host_configmaps: Api<ConfigMap> = s.host_api();
+    let host = s.host_name("a-x-b");
+    let data_of = |cm: &ConfigMap| cm.data.clone().unwrap_or_default().get("k").cloned();
+    wait::until("host copy of c/a-x-b", TIMEOUT, || async {
+        let cm = present(&host_configmaps, &host).await?;
+        (data_of(&cm).as_deref() == Some("first"))
+            .then_some(())
+            .ok_or(format!("{:?}", cm.data))
+    })
+    .await;
+
+    // The later object, and a pod in its namespace mounting it.
+    let later_cms: Api<ConfigMap> = Api::namespaced(s.virt.clone(), &other);
+    let later: ConfigMap =
+        serde_json::from_value(json!({ "metadata": { "name": "a" }, "data": { "k": "second" } }))
+            .unwrap();
+    later_cms
+        .create(&PostParams::default(), &later)
+        .await
+        .unwrap();
+    let later_pods: Api<Pod> = Api::namespaced(s.virt.clone(), &other);
+    let pod: Pod = serde_json::from_value(pod_mounting("later", "a")).unwrap();
+    later_pods
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap();
+
+    let event = warning_in(&s.virt, &other, "ConfigMap", "a", "NameConflict").await;
+    let note = event.message.unwrap_or_default();
+    for named in [format!("{other}/a"), format!("{c}/a-x-b"), host.clone()] {
+        assert!(note.contains(&named), "{named} not in: {note}");
+    }
+    let event = warning_in(&s.virt, &other, "Pod", "later", "NameConflict").await;
+    let note = event.message.unwrap_or_default();
+    assert!(note.contains(&format!("{other}/a")), "{note}");
+
+    // The later pod never reaches the host, and the host copy keeps the first's content.
+    let host_pods: Api<Pod> = s.host_api();
+    let later_host_pod = host_name("later", &other, VC);
+    wait::holds(
+        "no host pod for the later pod; the host copy keeps c/a-x-b's data",
+        Duration::from_secs(5),
+        || async {
+            absent(&host_pods, &later_host_pod).await?;
+            let cm = present(&host_configmaps, &host).await?;
+            (data_of(&cm).as_deref() == Some("first"))
+                .then_some(())
+                .ok_or(format!("{:?}", cm.data))
+        },
+    )
+    .await;
+
+    let _ = later_pods
+        .delete_collection(
+            &DeleteParams::default().grace_period(0),
+            &ListParams::default(),
+        )
+        .await;
+    let _ = namespaces.delete(&other, &DeleteParams::default()).await;
+    s.teardown().await;
+}
+
+#[tokio::test]
+async fn a_pod_naming_a_node_is_placed_there_only_when_the_tenant_is_shown_it() {
+    let s = setup("iso-node", json!({})).await;
+    let _syncer = s.start_syncer();
+    // A pod the host schedules shows the tenant the node it runs on.
+    s.create::<Pod>(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "scheduled" },
+        "spec": { "containers": [{ "name": "app", "image": "nginx" }] },
+    }))
+    .await;
+    let shown = s.running_host_pod("scheduled").await;
+    let node = shown.spec.unwrap().node_name.unwrap();
+
+    let bogus = "not-a-node-of-this-cluster";
+    s.create::<Pod>(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "bogus" },
+        "spec": { "nodeName": bogus, "containers": [{ "name": "app", "image": "nginx" }] },
+    }))
+    .await;
+    s.create::<Pod>(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "pinned" },
+        "spec": { "nodeName": node, "containers": [{ "name": "app", "image": "nginx" }] },
+    }))
+    .await;
+
+    let event = warning_in(&s.virt, &s.vns.name, "Pod", "bogus", "NodeNotAllowed").await;
+    let note = event.message.unwrap_or_default();
+    assert!(note.contains(bogus), "{note}");
+    assert!(
+        note.contains("not one of the virtual cluster's nodes"),
+        "{note}"
+    );
+    let pinned = s.running_host_pod("pinned").await;
+    assert_eq!(
+        pinned.spec.unwrap().node_name.as_deref(),
+        Some(node.as_str())
+    );
+    let host_pods: Api<Pod> = s.host_api();
+    let bogus_host = s.host_name("bogus");
+    wait::holds(
+        "no host pod for the bogus node",
+        Duration::from_secs(5),
+        || absent(&host_pods, &bogus_host),
+    )
+    .await;
+    s.teardown().await;
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use futures::{StreamExt, stream};
 use kube::{
-    Api, Client, ResourceExt,
+    Api, Client, Resource, ResourceExt,
     api::{DeleteParams, DynamicObject, Patch, PatchParams},
     runtime::{
         reflector::{self, ObjectRef, Store, reflector},
@@ -190,9 +190,12 @@ impl Runner {
         let virt = self.virt.get(&object_ref(res, name, namespace));
         let host = self.host.get(&object_ref(res, &host_name, host_ns));
         let host_api = api(res, &self.ctx.host, Some(host_ns));
+        let key = (namespace.clone(), name.clone());
+        // A mirror another virtual object owns (a name conflict) is never written or deleted.
+        let conflict = host.as_deref().and_then(|h| engine::name_conflict(&key, h));
         let live = virt.filter(|v| v.metadata.deletion_timestamp.is_none());
         let Some(virt) = live else {
-            if host.is_some() {
+            if host.is_some() && conflict.is_none() {
                 self.count_write();
                 match host_api.delete(&host_name, &DeleteParams::default()).await {
                     Err(e) if !is_not_found(&e) => {
@@ -207,6 +210,14 @@ impl Runner {
             }
             return Ok(());
         };
+        if let Some(owner) = conflict {
+            let note = engine::conflict_note(&res.name(), &key, &owner, &host_name);
+            tracing::info!(resource = %res.name(), namespace, name, note, "refused");
+            self.ctx
+                .warn_on(virt.object_ref(&res.resource), "NameConflict", note)
+                .await;
+            return Ok(());
+        }
         let desired = object::to_host(&self.ctx.target, &res.resource, res.namespaced, &virt)
             .map_err(anyhow::Error::msg)?;
         // The cache may trail a mirror just written (by the proxy's write-through): a read

@@ -1,7 +1,7 @@
 //! PersistentVolumeClaims: the host claim is provisioned and bound by the host; the virtual
 //! claim takes the bound volume's name and the host's status; resizes go down.
 
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::{
     ResourceExt,
     api::{Patch, PatchParams},
@@ -20,6 +20,18 @@ const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
 pub struct Pvcs;
 
 /// The virtual volume a virtual claim's binding touches (cluster-scoped: no namespace).
+/// The claims a pod's volumes name, as keys in its namespace.
+pub fn used_by(pod: &Pod) -> Vec<Key> {
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
+    volumes
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.persistent_volume_claim.as_ref())
+        .map(|c| (ns.clone(), c.claim_name.clone()))
+        .collect()
+}
+
 pub fn volume_of(pvc: &PersistentVolumeClaim) -> Vec<Key> {
     let volume = pvc.spec.as_ref().and_then(|s| s.volume_name.clone());
     volume
@@ -111,5 +123,23 @@ impl Syncer for Pvcs {
             virtual_status(host).as_ref(),
         )
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_uses_the_claims_its_volumes_name() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": { "name": "p", "namespace": "ns" },
+            "spec": { "containers": [], "volumes": [
+                { "name": "data", "persistentVolumeClaim": { "claimName": "data" } },
+                { "name": "tmp", "emptyDir": {} },
+            ] },
+        }))
+        .unwrap();
+        assert_eq!(used_by(&pod), vec![("ns".to_string(), "data".to_string())]);
     }
 }

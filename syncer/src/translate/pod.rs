@@ -301,6 +301,23 @@ fn point_at_virtual_api(container: &mut Container, ip: &str, port: i32) {
     container.env = Some(env);
 }
 
+/// The host node a tenant's `spec.nodeName` places the pod on: none asked, none; a node the
+/// virtual cluster shows from a real host node (`shown`), that node (virtual nodes carry their
+/// host node's name); any other, why the pod is refused.
+pub fn requested_node(
+    spec: &PodSpec,
+    shown: impl Fn(&str) -> bool,
+) -> Result<Option<String>, String> {
+    match spec.node_name.as_deref().filter(|n| !n.is_empty()) {
+        None => Ok(None),
+        Some(node) if shown(node) => Ok(Some(node.to_string())),
+        Some(node) => Err(format!(
+            "not synced to the host: spec.nodeName {node} is not one of the virtual cluster's nodes \
+             (those shown from host nodes its pods run on); leave spec.nodeName empty or name one of them"
+        )),
+    }
+}
+
 /// The host copy of virtual pod `virt`.
 pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
     let namespace = virt.metadata.namespace.as_deref().unwrap_or_default();
@@ -314,7 +331,8 @@ pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
     );
     rewrite_downward_api(&mut spec);
 
-    // The host scheduler places the pod; the host's own credentials never reach it.
+    // The host scheduler places the pod (a checked `spec.nodeName` is set by the caller, see
+    // [`requested_node`]); the host's own credentials never reach it.
     spec.node_name = None;
     spec.automount_service_account_token = Some(false);
     spec.enable_service_links = Some(false);
@@ -817,6 +835,27 @@ spec:
         assert!(
             err.contains("translatePatches[0] (spec.priority): the field is a number"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn a_requested_node_is_honoured_only_when_shown() {
+        let spec = |n: Option<&str>| PodSpec {
+            node_name: n.map(String::from),
+            ..Default::default()
+        };
+        let shown = |n: &str| n == "worker-1";
+        assert_eq!(requested_node(&spec(None), shown), Ok(None));
+        assert_eq!(requested_node(&spec(Some("")), shown), Ok(None));
+        assert_eq!(
+            requested_node(&spec(Some("worker-1")), shown),
+            Ok(Some("worker-1".to_string()))
+        );
+        let why = requested_node(&spec(Some("control-plane")), shown).unwrap_err();
+        assert!(why.contains("spec.nodeName control-plane"), "{why}");
+        assert!(
+            why.contains("not one of the virtual cluster's nodes"),
+            "{why}"
         );
     }
 }

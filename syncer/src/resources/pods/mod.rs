@@ -16,9 +16,12 @@ use vnest_crds::{patch::PodPatches, translate::host_name};
 
 use super::{metadata_covers, sync_status};
 use crate::{
-    engine::{Ctx, Decision, HostGone, Queue, Syncer},
+    engine::{Ctx, Decision, HostGone, PodReference, Queue, Syncer, conflicted_reference},
     translate::{
-        pod::{PodEnv, TokenDelivery, host_pod, patch_host_pod, requested_tokens, virtual_status},
+        pod::{
+            PodEnv, TokenDelivery, host_pod, patch_host_pod, requested_node, requested_tokens,
+            virtual_status,
+        },
         pod_security,
     },
 };
@@ -36,6 +39,8 @@ pub struct Pods {
     tokens: Tokens,
     /// `toHost.pods.patches` and `translatePatches`, parsed once.
     patches: PodPatches,
+    /// Kinds whose host copies a pod mounts: a pod using a conflicted name is refused.
+    pub references: Vec<PodReference>,
 }
 
 impl Pods {
@@ -52,7 +57,18 @@ impl Pods {
             api_service: OnceCell::new(),
             tokens: Tokens::new(queue),
             patches,
+            references: Vec::new(),
         }
+    }
+
+    /// Whether the tenant is shown host node `node` because a synced pod of this virtual
+    /// cluster runs there (a minimal or real virtual Node of that name); nodes only a
+    /// `fromHost.nodes` selector shows are not counted (refused, the safe side).
+    fn node_shown(&self, node: &str) -> bool {
+        self.host_pods
+            .state()
+            .iter()
+            .any(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
     }
 
     /// ClusterIP of the operator's Service in front of the virtual API server.
@@ -147,9 +163,38 @@ impl Syncer for Pods {
                 ),
             });
         }
+        for r in &self.references {
+            if let Some((used, owner)) = conflicted_reference(&(r.used_by)(virt), &r.owner_of) {
+                let name = ctx.target.host_name(&used.1, &used.0);
+                return Ok(Decision::Refuse {
+                    reason: "NameConflict",
+                    note: format!(
+                        "not synced to the host: it uses {} {}/{}, whose host name {name} belongs to {}/{} \
+                         (a name conflict); rename one of them",
+                        r.kind, used.0, used.1, owner.0, owner.1
+                    ),
+                });
+            }
+        }
         let host = ctx
             .target
             .host_name(&virt.name_any(), &virt.namespace().unwrap_or_default());
+        // A pod that ran and whose host copy is gone is ended by the engine, never recreated:
+        // its node (bound by us) need not be shown any more.
+        let ended = self.host_gone(virt) == HostGone::DeleteVirtual
+            && self
+                .host_pods
+                .get(&ObjectRef::new(&host).within(&ctx.target.host_namespace))
+                .is_none();
+        let node = match requested_node(&spec, |n| ended || self.node_shown(n)) {
+            Ok(node) => node,
+            Err(note) => {
+                return Ok(Decision::Refuse {
+                    reason: "NodeNotAllowed",
+                    note,
+                });
+            }
+        };
         let token = if requested_tokens(&spec).is_empty() {
             None
         } else if ctx.config.sync.to_host.pods.use_secrets_for_sa_tokens {
@@ -169,7 +214,10 @@ impl Syncer for Pods {
             token,
             sync_priority_classes: ctx.config.sync.to_host.priorityclasses.enabled,
         };
-        let pod = host_pod(virt, &ctx.target, &env);
+        let mut pod = host_pod(virt, &ctx.target, &env);
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.node_name = node;
+        }
         Ok(match patch_host_pod(pod, &self.patches) {
             Ok(pod) => Decision::Sync(pod),
             Err(note) => Decision::Refuse {
