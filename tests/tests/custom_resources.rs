@@ -370,6 +370,21 @@ async fn crd_backed_resources_copy_their_schema_and_sync_both_ways() {
             &patch.to_string(),
         ])
         .expect("add v2 to the host CRD");
+    // The API server's discovery follows a CRD change asynchronously; the restarted syncer
+    // resolves the version from discovery, so wait until the host prefers v2 there.
+    wait::until("host discovery prefers v2", TIMEOUT, || async {
+        let groups = s.host.list_api_groups().await.map_err(|e| e.to_string())?;
+        let preferred = groups
+            .groups
+            .iter()
+            .find(|g| g.name == group)
+            .and_then(|g| g.preferred_version.as_ref())
+            .map(|v| v.version.clone());
+        (preferred.as_deref() == Some("v2"))
+            .then_some(())
+            .ok_or(format!("preferred version {preferred:?}"))
+    })
+    .await;
     drop(syncer);
     let syncer = s.start_syncer();
     ready(&syncer).await;
