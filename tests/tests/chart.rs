@@ -79,6 +79,7 @@ fn operator_args(docs: &[serde_json::Value]) -> Vec<String> {
         .expect("args")
 }
 
+/// `helm lint` passes and the values schema refuses each bad value naming its key.
 #[test]
 fn chart_lints_and_its_schema_refuses_bad_values_by_name() {
     let chart = chart();
@@ -99,6 +100,7 @@ fn chart_lints_and_its_schema_refuses_bad_values_by_name() {
     }
 }
 
+/// The rendered chart runs one leader-elected operator with only the RBAC rules its README lists.
 #[test]
 fn chart_renders_a_leader_elected_operator_with_least_rbac() {
     let docs = render(&[]);
@@ -222,6 +224,7 @@ fn chart_renders_a_leader_elected_operator_with_least_rbac() {
     assert!(args.contains(&"--kubernetes-image=registry.local/kubernetes:v1.37.2".to_string()));
 }
 
+/// An operator on the installed chart's ServiceAccount token can make a VirtualCluster Ready and clean it up.
 #[tokio::test]
 async fn installed_chart_rbac_is_enough_to_run_and_clean_up_a_virtual_cluster() {
     let client = bed().host().await;

@@ -166,6 +166,7 @@ fn virtual_crd_versions(name: &str) -> Vec<(String, bool, bool)> {
         .collect()
 }
 
+/// A host CRD's schema reaches the virtual cluster; its objects sync to and from the host, tenant edits kept until the host changes that field.
 #[tokio::test]
 async fn crd_backed_resources_copy_their_schema_and_sync_both_ways() {
     let group = format!("t{}-{}.vnest-tests.dev", std::process::id(), free_port());
@@ -475,6 +476,7 @@ fn flunder(name: &str, spec: Value) -> DynamicObject {
     )
 }
 
+/// Tenant writes of an aggregated resource reach the host before the answer; a host rejection rolls the virtual write back.
 #[tokio::test]
 async fn aggregated_writes_are_written_through_and_rejections_roll_back() {
     let _turn = WARDLE.lock().await;
@@ -679,6 +681,7 @@ async fn aggregated_writes_are_written_through_and_rejections_roll_back() {
     s.teardown().await;
 }
 
+/// Unserved resources keep the syncer unready; a version upgrade and a disable behave as the seed describes.
 #[tokio::test]
 async fn resolution_upgrade_and_disable_follow_the_seed() {
     let _turn = WARDLE.lock().await;

@@ -32,6 +32,7 @@ fn vc_resource() -> ApiResource {
     ))
 }
 
+/// The VirtualCluster CRD is Established and served under its short names.
 #[tokio::test]
 async fn crd_is_established_and_served_with_its_short_names() {
     let client = bed().host().await;
@@ -45,6 +46,7 @@ async fn crd_is_established_and_served_with_its_short_names() {
     );
 }
 
+/// Every example manifest is accepted by strict validation and reads back unchanged.
 #[tokio::test]
 async fn every_example_is_accepted_and_reads_back_as_written() {
     let client = bed().host().await;
@@ -97,6 +99,7 @@ fn assert_subset(actual: &serde_json::Value, written: &serde_json::Value, file: 
     }
 }
 
+/// Schema defaults fill the seed's isolation numbers when a spec leaves them out.
 #[tokio::test]
 async fn schema_defaults_fill_the_seed_isolation_numbers() {
     let client = bed().host().await;
@@ -118,6 +121,7 @@ async fn schema_defaults_fill_the_seed_isolation_numbers() {
     ns.delete(&client).await;
 }
 
+/// The API server refuses invalid specs with vnest's own CEL messages naming the field.
 #[tokio::test]
 async fn invalid_specs_are_refused_with_vnest_messages() {
     let client = bed().host().await;
@@ -270,6 +274,7 @@ async fn names_the_host_objects_cannot_take_are_refused_on_creation() {
     ns.delete(&client).await;
 }
 
+/// The bed schedules a StatefulSet pod onto a KWOK node and reports it Running.
 #[tokio::test]
 async fn a_statefulset_pod_runs_on_a_kwok_node() {
     let client = bed().host().await;
@@ -318,6 +323,7 @@ async fn a_statefulset_pod_runs_on_a_kwok_node() {
     ns.delete(&client).await;
 }
 
+/// The bed's garbage collector deletes objects whose owner is gone.
 #[tokio::test]
 async fn the_garbage_collector_deletes_owned_objects() {
     let client = bed().host().await;
@@ -353,6 +359,7 @@ async fn the_garbage_collector_deletes_owned_objects() {
     ns.delete(&client).await;
 }
 
+/// Objects made in the bed's virtual API server are not visible on the host, and back.
 #[tokio::test]
 async fn the_virtual_api_server_is_a_separate_cluster() {
     let host = bed().host().await;
@@ -383,6 +390,7 @@ async fn the_virtual_api_server_is_a_separate_cluster() {
     ns.delete(&virt).await;
 }
 
+/// A kubeconfig minted for a ServiceAccount carries exactly that account's rights.
 #[tokio::test]
 async fn a_minted_service_account_kubeconfig_has_only_its_rbac() {
     let client = bed().host().await;

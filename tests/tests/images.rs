@@ -53,6 +53,7 @@ fn dockerfiles() -> Vec<(String, String)> {
     files
 }
 
+/// Each Dockerfile builds a workspace binary and runs it as a non-root user.
 #[test]
 fn every_dockerfile_builds_and_copies_a_workspace_binary_as_non_root() {
     let binaries = workspace_binaries();
@@ -149,6 +150,7 @@ fn the_local_images_agree_with_the_dockerfiles_on_binary_entrypoint_and_user() {
     }
 }
 
+/// The chart's default operator image is this workspace's version.
 #[test]
 fn the_chart_deploys_the_operator_image_of_this_workspace_version() {
     let chart: serde_yaml::Value = serde_yaml::from_str(

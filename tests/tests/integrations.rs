@@ -76,6 +76,7 @@ fn vc_json(namespace: &str, name: &str) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// The Argo CD health ConfigMap carries exactly the Lua script the tests run.
 #[test]
 fn the_argocd_configmap_carries_the_tested_script() {
     let cm: Value = serde_yaml::from_str(&example("argocd/argocd-cm.yaml")).unwrap();
@@ -85,6 +86,7 @@ fn the_argocd_configmap_carries_the_tested_script() {
     assert_eq!(script, example("argocd/health-virtualcluster.lua"));
 }
 
+/// Argo CD's Lua health check reports each VirtualCluster phase correctly.
 #[tokio::test]
 async fn argo_health_follows_the_virtual_cluster_status() {
     let fresh = json!({ "metadata": { "name": "x", "generation": 1 }, "spec": {} });
@@ -161,6 +163,7 @@ async fn apply_virtual_cluster(client: &Client, namespace: &str, manifest: &str)
     name
 }
 
+/// Every ApplicationSet directory holds VirtualClusters the operator accepts.
 #[tokio::test]
 async fn every_applicationset_directory_holds_virtual_clusters_the_operator_accepts() {
     let set: Value = serde_yaml::from_str(&example("argocd/applicationset.yaml")).unwrap();
@@ -216,6 +219,7 @@ fn render_skeleton(values: &BTreeMap<&str, &str>) -> String {
     text
 }
 
+/// The Backstage skeleton renders a VirtualCluster that reaches Ready.
 #[tokio::test]
 async fn the_backstage_skeleton_renders_a_virtual_cluster_that_reaches_ready() {
     let template: Value = serde_yaml::from_str(&example("backstage/template.yaml")).unwrap();

@@ -50,6 +50,7 @@ async fn selected(pods: &Api<Pod>, selector: &str) -> Vec<String> {
     names
 }
 
+/// A tenant pod dressed in the control plane's labels is selected by none of its Services or NetworkPolicies.
 #[tokio::test]
 async fn a_tenant_pod_labelled_as_the_control_plane_joins_none_of_its_services() {
     let s = setup(
@@ -198,6 +199,7 @@ fn sorted<const N: usize>(mut names: [String; N]) -> Vec<String> {
     names.to_vec()
 }
 
+/// `rbac.*.extraRules` are refused, with nothing created, unless the admins allow them.
 #[tokio::test]
 async fn extra_syncer_rights_are_refused_unless_the_admins_allow_them() {
     // `fixtures::setup` starts the operator as the chart does by default: no
@@ -291,6 +293,7 @@ fn pod_mounting(name: &str, configmap: &str) -> serde_json::Value {
     })
 }
 
+/// Two virtual objects with one host name: the first keeps it, the later one and pods using it are refused with an event.
 #[tokio::test]
 async fn colliding_host_names_keep_the_first_owner_and_refuse_the_later_object() {
     let mut s = setup("iso-nc", json!({})).await;
@@ -378,6 +381,7 @@ async fn colliding_host_names_keep_the_first_owner_and_refuse_the_later_object()
     s.teardown().await;
 }
 
+/// A tenant's `spec.nodeName` is honoured only for a node the tenant is shown; otherwise the pod is refused with an event.
 #[tokio::test]
 async fn a_pod_naming_a_node_is_placed_there_only_when_the_tenant_is_shown_it() {
     let s = setup("iso-node", json!({})).await;

@@ -176,6 +176,7 @@ async fn metric_line(operator: &OperatorProcess, line: &str) {
     .await
 }
 
+/// Pause scales to zero and removes tenant pods but keeps every other object's UID; resume restores the cluster.
 #[tokio::test]
 async fn pausing_scales_to_zero_removes_tenant_pods_keeps_the_rest_and_resume_restores_it() {
     let Setup {
@@ -300,6 +301,7 @@ fn kolkata_minute_hour(seconds: i64) -> String {
     format!("{} {}", (local / 60) % 60, (local / 3600) % 24)
 }
 
+/// A cron sleep fires in its minute even with fresh activity, and the wake schedule ends it.
 #[tokio::test]
 async fn a_sleep_schedule_fires_at_its_minute_despite_fresh_activity_and_the_wake_schedule_ends_it()
 {
@@ -417,6 +419,7 @@ async fn a_sleep_schedule_fires_at_its_minute_despite_fresh_activity_and_the_wak
     ns.delete(&client).await;
 }
 
+/// Inactivity measured from the activity Lease puts the cluster to sleep; a renewal wakes it.
 #[tokio::test]
 async fn inactivity_from_the_activity_lease_sleeps_and_a_renewal_wakes_it() {
     let Setup {
@@ -496,6 +499,7 @@ async fn inactivity_from_the_activity_lease_sleeps_and_a_renewal_wakes_it() {
     ns.delete(&client).await;
 }
 
+/// Auto-delete warns with an event first, then deletes the VirtualCluster.
 #[tokio::test]
 async fn auto_delete_after_creation_warns_then_deletes_the_virtual_cluster() {
     let Setup {
@@ -569,6 +573,7 @@ async fn auto_delete_after_creation_warns_then_deletes_the_virtual_cluster() {
     ns.delete(&client).await;
 }
 
+/// An unknown time zone is refused naming the field, and nothing changes.
 #[tokio::test]
 async fn an_unknown_time_zone_is_refused_by_field_and_changes_nothing() {
     let Setup {
@@ -675,6 +680,7 @@ async fn request_via_wake_endpoint(client: &Client, n: &str, port: u16) -> (Stri
     (head.to_string(), body.to_string())
 }
 
+/// While asleep the Service routes to the wake endpoint; a TLS request there gets 503 + Retry-After and wakes the cluster.
 #[tokio::test]
 async fn while_asleep_the_service_routes_to_the_wake_endpoint_and_a_request_there_wakes_it() {
     let client = bed().host().await;

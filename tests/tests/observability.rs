@@ -71,6 +71,7 @@ fn metric_names(expr: &str) -> BTreeSet<String> {
     names
 }
 
+/// The PromQL scanner finds metric names and skips functions, labels and durations.
 #[test]
 fn promql_names_are_found_and_functions_labels_and_durations_are_not() {
     let names = metric_names(
@@ -177,6 +178,7 @@ async fn exported_series() -> BTreeSet<String> {
     series
 }
 
+/// Every metric an alert rule or dashboard panel uses is exported by the operator or syncer.
 #[tokio::test]
 async fn every_metric_an_alert_or_panel_uses_is_exported() {
     let exprs = chart_expressions();

@@ -67,6 +67,7 @@ fn all_policies() -> serde_json::Value {
     })
 }
 
+/// A VirtualCluster becomes every host object the design names and reaches Ready.
 #[tokio::test]
 async fn a_virtual_cluster_becomes_every_host_object_and_reaches_ready() {
     let Setup {
@@ -324,6 +325,7 @@ async fn a_virtual_cluster_becomes_every_host_object_and_reaches_ready() {
     ns.delete(&client).await;
 }
 
+/// Turning a policy on adds its objects; turning it off removes them.
 #[tokio::test]
 async fn toggling_policies_adds_and_removes_their_objects() {
     let Setup {
@@ -404,6 +406,7 @@ async fn toggling_policies_adds_and_removes_their_objects() {
     ns.delete(&client).await;
 }
 
+/// Children deleted or edited by hand are put back without regenerating the CA.
 #[tokio::test]
 async fn deleted_or_edited_children_are_put_back() {
     let Setup {
@@ -478,6 +481,7 @@ async fn deleted_or_edited_children_are_put_back() {
     ns.delete(&client).await;
 }
 
+/// Deleting a VirtualCluster leaves no object of it on the host.
 #[tokio::test]
 async fn deleting_the_virtual_cluster_leaves_nothing_behind() {
     let Setup {
@@ -580,6 +584,7 @@ async fn deleting_the_virtual_cluster_leaves_nothing_behind() {
     ns.delete(&client).await;
 }
 
+/// A spec the operator cannot apply is reported on that cluster only; the others still reach Ready.
 #[tokio::test]
 async fn a_spec_the_operator_cannot_apply_is_reported_and_does_not_stop_the_others() {
     let Setup {
@@ -667,6 +672,7 @@ async fn a_spec_the_operator_cannot_apply_is_reported_and_does_not_stop_the_othe
     ns.delete(&client).await;
 }
 
+/// A converged operator makes no API writes while nothing changes.
 #[tokio::test]
 async fn an_idle_resync_writes_nothing() {
     let Setup {
@@ -727,6 +733,7 @@ async fn an_idle_resync_writes_nothing() {
     ns.delete(&client).await;
 }
 
+/// Of two operators only the lease holder writes; the other takes over when it stops.
 #[tokio::test]
 async fn two_operators_share_the_work_through_one_lease() {
     let Setup {
@@ -900,6 +907,7 @@ async fn a_skewed_clock_holder_keeps_the_lease_while_it_renews_and_loses_it_when
     ns.delete(&client).await;
 }
 
+/// An operator killed inside a reconcile (children written, status not) converges after a restart.
 #[tokio::test]
 async fn an_operator_restarted_mid_reconcile_converges() {
     let Setup {
@@ -956,6 +964,7 @@ async fn an_operator_restarted_mid_reconcile_converges() {
     ns.delete(&client).await;
 }
 
+/// A restarted operator resyncs every VirtualCluster with zero writes.
 #[tokio::test]
 async fn a_restarted_operator_finds_nothing_to_write() {
     let Setup {
@@ -1014,6 +1023,7 @@ async fn a_restarted_operator_finds_nothing_to_write() {
     ns.delete(&client).await;
 }
 
+/// An operator with `--selector` reconciles only the VirtualClusters it matches.
 #[tokio::test]
 async fn an_operator_with_a_selector_reconciles_only_matching_virtual_clusters() {
     let client = bed().host().await;

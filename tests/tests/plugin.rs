@@ -62,6 +62,7 @@ async fn paused(api: &Api<VirtualCluster>, name: &str) -> bool {
     api.get(name).await.unwrap().spec.paused
 }
 
+/// `kubectl vnest` lists, connects to, pauses and resumes virtual clusters through real kubectl.
 #[tokio::test]
 async fn plugin_lists_connects_pauses_and_resumes() {
     let client = bed().host().await;
@@ -146,6 +147,7 @@ async fn plugin_lists_connects_pauses_and_resumes() {
     ns.delete(&client).await;
 }
 
+/// `kubectl vnest` errors name what is missing and how to fix it.
 #[tokio::test]
 async fn plugin_errors_say_what_is_missing() {
     let client = bed().host().await;

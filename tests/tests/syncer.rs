@@ -42,6 +42,7 @@ fn configmap(name: &str, value: &str) -> Value {
     json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name }, "data": { "key": value } })
 }
 
+/// Tenant workloads run on the host under vCluster's names and their status comes back.
 #[tokio::test]
 async fn tenant_workloads_run_on_the_host_and_report_back() {
     let s = setup("sy-run", json!({})).await;
@@ -271,6 +272,7 @@ async fn tenant_workloads_run_on_the_host_and_report_back() {
     s.teardown().await;
 }
 
+/// Objects changed or deleted while the syncer is down converge when it restarts.
 #[tokio::test]
 async fn objects_changed_while_the_syncer_is_down_converge_on_restart() {
     let s = setup("sy-restart", json!({})).await;
@@ -350,6 +352,7 @@ async fn objects_changed_while_the_syncer_is_down_converge_on_restart() {
     s.teardown().await;
 }
 
+/// A syncer killed mid-burst ends, after restart, with exactly one host pod per virtual pod and no idle writes.
 #[tokio::test]
 async fn a_syncer_killed_mid_burst_ends_with_one_host_pod_per_virtual_pod() {
     const PODS: usize = 20;
@@ -413,6 +416,7 @@ async fn a_syncer_killed_mid_burst_ends_with_one_host_pod_per_virtual_pod() {
     s.teardown().await;
 }
 
+/// Pod security refusals leave the pod Pending with an event; names at the 63-character edge sync.
 #[tokio::test]
 async fn pod_security_refusals_and_names_at_the_63_character_edge() {
     let s = setup(

@@ -19,6 +19,7 @@ use vnest_crds::translate::host_name;
 use vnest_tests::tenant::{TIMEOUT, VC, absent, present, setup};
 use vnest_tests::{SyncerProcess, fixtures::free_port, wait};
 
+/// A tenant's claim binds on the host and its volume appears in the virtual cluster.
 #[tokio::test]
 async fn a_tenant_claim_binds_on_the_host_and_its_volume_appears_virtually() {
     let s = setup("st-pvc", json!({})).await;
@@ -135,6 +136,7 @@ async fn a_tenant_claim_binds_on_the_host_and_its_volume_appears_virtually() {
     s.teardown().await;
 }
 
+/// A tenant NetworkPolicy selects exactly the tenant's host pods.
 #[tokio::test]
 async fn a_network_policy_selects_exactly_the_tenants_host_pods() {
     let s = setup(
@@ -220,6 +222,7 @@ async fn a_network_policy_selects_exactly_the_tenants_host_pods() {
     s.teardown().await;
 }
 
+/// Host CSIStorageCapacities appear in the virtual namespace of the same name.
 #[tokio::test]
 async fn host_storage_capacities_are_shown_in_the_namespace_of_the_same_name() {
     let s = setup("st-csc", json!({})).await;

@@ -54,6 +54,7 @@ fn sample(metrics: &str, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// Pod tokens travel in the host pod (no Secret) and authenticate against the virtual API.
 #[tokio::test]
 async fn pod_tokens_ride_in_the_host_pod_without_a_secret_and_work_on_the_virtual_api() {
     let s = setup("sys-token", json!({})).await;
@@ -107,6 +108,7 @@ async fn pod_tokens_ride_in_the_host_pod_without_a_secret_and_work_on_the_virtua
     s.teardown().await;
 }
 
+/// With `useSecretsForSATokens` the token lives in a host Secret owned by the host pod.
 #[tokio::test]
 async fn use_secrets_for_sa_tokens_keeps_the_token_in_a_host_secret() {
     let s = setup(
@@ -131,6 +133,7 @@ async fn use_secrets_for_sa_tokens_keeps_the_token_in_a_host_secret() {
     s.teardown().await;
 }
 
+/// ServiceAccounts reach the host with their annotations and pods run as them.
 #[tokio::test]
 async fn service_accounts_reach_the_host_with_their_annotations_and_pods_run_as_them() {
     let s = setup(
@@ -199,6 +202,7 @@ fn static_node(name: &str, labels: Value) -> Node {
     .expect("node JSON")
 }
 
+/// Host nodes the selector picks are copied with status and without their image lists.
 #[tokio::test]
 async fn host_nodes_the_selector_picks_are_copied_with_status_and_without_images() {
     // A selector label no other run's nodes carry.
@@ -321,6 +325,7 @@ fn host_event(ns: &str, name: &str, pod: &Pod, reason: &str, count: i32, compone
     .expect("event JSON")
 }
 
+/// Host pod events show once on the virtual pod, with their count.
 #[tokio::test]
 async fn host_pod_events_show_once_on_the_virtual_pod_with_their_count() {
     let s = setup("sys-events", json!({})).await;
@@ -447,6 +452,7 @@ async fn virtual_addresses(
         .collect())
 }
 
+/// Endpoints of selector Services come back from the host naming virtual pods.
 #[tokio::test]
 async fn selector_service_endpoints_come_back_from_the_host_naming_virtual_pods() {
     use k8s_openapi::api::core::v1::{Endpoints, Service};

@@ -41,6 +41,7 @@ fn hard(quota: &ResourceQuota, key: &str) -> String {
         .clone()
 }
 
+/// A templated VirtualCluster renders, rolls forward on template changes and reports bad references.
 #[tokio::test]
 async fn a_templated_virtual_cluster_renders_rolls_forward_and_reports_bad_references() {
     let client = bed().host().await;
