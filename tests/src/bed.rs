@@ -96,6 +96,23 @@ impl TestBed {
         Path::new(self.var("VNEST_TESTBED_BIN")).join(name)
     }
 
+    /// Kills bed component `name` (`etcd`, `host-apiserver`, ...) with SIGKILL and starts it
+    /// again with the same command line (`tests/testbed/restart.sh`), as a crash and a
+    /// supervisor's restart would.
+    pub fn restart(&self, name: &str) {
+        let out = Command::new("bash")
+            .arg(repo_root().join("tests/testbed/restart.sh"))
+            .arg(name)
+            .env("VNEST_TESTBED_DIR", self.var("VNEST_TESTBED_DIR"))
+            .output()
+            .expect("run restart.sh");
+        assert!(
+            out.status.success(),
+            "restart.sh {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// A client of the host cluster. Make one per test: clients are bound to their runtime.
     pub async fn host(&self) -> Client {
         client_for(&self.host_kubeconfig()).await
@@ -183,8 +200,12 @@ pub async fn client_for(kubeconfig: &Path) -> Client {
 }
 
 /// A namespace for one test, deleted when dropped.
+/// A test's own namespace. Dropped without [`TestNamespace::delete`] (a failing test
+/// unwinding, a forgotten teardown), it is still deleted: the guard asks both the host and
+/// the virtual API server, since the name is unique to this test process.
 pub struct TestNamespace {
     pub name: String,
+    armed: bool,
 }
 
 impl TestNamespace {
@@ -204,12 +225,35 @@ impl TestNamespace {
             .create(&PostParams::default(), &ns)
             .await
             .expect("create test namespace");
-        TestNamespace { name }
+        TestNamespace { name, armed: true }
     }
 
-    pub async fn delete(self, client: &Client) {
+    pub async fn delete(mut self, client: &Client) {
+        self.armed = false;
         let _ = Api::<Namespace>::all(client.clone())
             .delete(&self.name, &DeleteParams::background())
             .await;
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        // A blocking kubectl, not the test's client: the test's runtime may be unwinding.
+        let bed = bed();
+        for kubeconfig in [bed.host_kubeconfig(), bed.virtual_kubeconfig()] {
+            let _ = bed.kubectl_with(
+                &kubeconfig,
+                &[
+                    "delete",
+                    "namespace",
+                    &self.name,
+                    "--wait=false",
+                    "--ignore-not-found",
+                ],
+            );
+        }
     }
 }
