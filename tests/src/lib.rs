@@ -5,6 +5,7 @@
 
 pub mod bed;
 pub mod crd;
+pub mod faults;
 pub mod fixtures;
 pub mod measure;
 pub mod node;

@@ -50,6 +50,21 @@ proc_start() {
 
 alive() { proc_start "$1" >/dev/null; }
 
+# launch NAME CMD...: detached (own session, SIGHUP ignored, no inherited fds), output to
+# $LOGS/NAME.log, pid to $PIDS/NAME.pid. Double fork: the process is re-parented at once.
+launch() {
+  local name=$1; shift
+  (
+    for fd in /proc/$BASHPID/fd/*; do
+      fd=${fd##*/}
+      if [ "$fd" -gt 2 ]; then eval "exec $fd>&-"; fi
+    done
+    cd "$STATE"
+    setsid nohup "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
+    echo $! >"$PIDS/$name.pid"
+  )
+}
+
 cmdline() { { tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null; }
 
 # True when pid is a process of this test bed (its command line names the state folder).

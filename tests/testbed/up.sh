@@ -267,20 +267,6 @@ write_kubeconfig "$STATE/kubelet.kubeconfig" "$HOST_SERVER" vnest-host node
 write_kubeconfig "$STATE/kube-proxy.kubeconfig" "$HOST_SERVER" vnest-host kube-proxy
 
 # ---------------------------------------------------------------- processes
-# launch NAME CMD...: detached (own session, SIGHUP ignored, no inherited fds), output to
-# $LOGS/NAME.log, pid to $PIDS/NAME.pid. Double fork: the process is re-parented at once.
-launch() {
-  local name=$1; shift
-  (
-    for fd in /proc/$BASHPID/fd/*; do
-      fd=${fd##*/}
-      if [ "$fd" -gt 2 ]; then eval "exec $fd>&-"; fi
-    done
-    cd "$STATE"
-    setsid nohup "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
-    echo $! >"$PIDS/$name.pid"
-  )
-}
 # wait_for NAME TIMEOUT_S DESCRIPTION CMD...: poll CMD every 0.2s; fail fast if NAME died.
 wait_for() {
   local name=$1 timeout=$2 what=$3; shift 3
