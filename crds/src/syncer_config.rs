@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Networking, PodSecurityStandard, Sync, VirtualClusterSpec};
+use crate::{CoreDns, Networking, PodSecurityStandard, Sync, VirtualClusterSpec};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -20,6 +20,9 @@ pub struct SyncerConfig {
     pub networking: Networking,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_security_standard: Option<PodSecurityStandard>,
+    /// `controlPlane.coredns`: the DNS server the syncer keeps in the virtual cluster.
+    #[serde(default)]
+    pub coredns: CoreDns,
 }
 
 impl SyncerConfig {
@@ -32,6 +35,7 @@ impl SyncerConfig {
             sync: spec.sync.clone(),
             networking: spec.networking.clone(),
             pod_security_standard: spec.policies.pod_security_standard,
+            coredns: spec.control_plane.coredns.clone(),
         }
     }
 }
