@@ -7,7 +7,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use futures::{StreamExt, stream};
+use futures::{FutureExt, StreamExt, stream};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Service, ServiceAccount},
@@ -39,6 +39,8 @@ const DNS_PORT: i32 = 1053;
 const HEALTH_PORT: i32 = 8080;
 const READY_PORT: i32 = 8181;
 const METRICS_PORT: i32 = 9153;
+/// How long after a change to the DNS objects they are re-applied.
+const SETTLE: Duration = Duration::from_secs(5);
 /// Re-applied this often even when no watch event says so (a missed event heals).
 const RESYNC: Duration = Duration::from_secs(300);
 
@@ -309,7 +311,13 @@ pub async fn run(ctx: Arc<Ctx>) {
             }
         };
         tokio::select! {
-            _ = changed.next() => {}
+            _ = changed.next() => {
+                // Let a burst of changes settle, and never race the Service sync: adopting the
+                // host ClusterIP deletes and recreates the virtual kube-dns, and an apply in
+                // between would take the name with a fresh virtual IP.
+                tokio::time::sleep(SETTLE).await;
+                while changed.next().now_or_never().flatten().is_some() {}
+            }
             _ = tokio::time::sleep(wait) => {}
         }
     }
