@@ -54,6 +54,16 @@ impl Default for CoreDns {
     }
 }
 
+impl CoreDns {
+    /// No DNS server deployed.
+    pub fn disabled() -> Self {
+        CoreDns {
+            enabled: false,
+            ..CoreDns::default()
+        }
+    }
+}
+
 fn on() -> bool {
     true
 }
