@@ -7,6 +7,7 @@
 #   images.sh            build and import every image (the bed must be up: up.sh)
 #   images.sh bed        only the images of the bed's own binaries (up.sh runs this; the
 #                        workspace's images follow once `cargo build` has made its binaries)
+#   images.sh only REF.. only the images of these references (a test importing just its own)
 #   images.sh --list     print "<reference> <entrypoint> <user> <files>" of every image, one a
 #                        line, building nothing (files: <BED|NODE|CARGO>/<binary>:<path>,...)
 #
@@ -56,7 +57,7 @@ BED=$(bash "$here/build.sh")
 NODE=$(bash "$here/build-node.sh")
 ADDONS=$(bash "$here/build-addons.sh")
 CARGO=$target_dir
-case ${1:-} in "" | bed) ;; *) echo "images.sh: unknown argument: $1 (see the header)" >&2; exit 2 ;; esac
+case ${1:-} in "" | bed | only) ;; *) echo "images.sh: unknown argument: $1 (see the header)" >&2; exit 2 ;; esac
 SOCK="$STATE/containerd/containerd.sock"
 [ -S "$SOCK" ] || { echo "images.sh: containerd is not running ($SOCK missing): start the bed with up.sh" >&2; exit 1; }
 ctr() { "$NODE/ctr" --address "$SOCK" --namespace k8s.io "$@"; }
@@ -125,6 +126,7 @@ build_image() { # ref user entrypoint cmd files
 for spec in "${IMAGES[@]}"; do
   IFS='|' read -r ref user entrypoint cmd files <<<"$spec"
   if [ "${1:-}" = bed ] && [ "$files" != "${files#*CARGO/}" ]; then continue; fi
+  if [ "${1:-}" = only ] && ! printf '%s\n' "${@:2}" | grep -qxF "$ref"; then continue; fi
   read -r digest archive < <(build_image "$ref" "$user" "$entrypoint" "$cmd" "$files")
   if ctr images ls -q "name==$ref" 2>/dev/null | grep -qx "$ref" &&
     [ "$(ctr images ls "name==$ref" | awk 'NR == 2 { print $3 }')" = "$digest" ]; then

@@ -14,7 +14,7 @@ use vnest_tests::{
     crd,
     fixtures::{create_virtual_cluster, free_port, wait_condition},
     node::{
-        all_containers_ready, delete_data_volume, local_image, real_node,
+        RealNode, all_containers_ready, delete_data_volume, local_image,
         tenant_kubeconfig_through_service,
     },
     operator::OperatorProcess,
@@ -44,8 +44,10 @@ fn private_syncer_image() -> String {
         env!("CARGO_PKG_VERSION")
     );
     let script = repo_root().join("tests/testbed/images.sh");
+    // Only this image and CoreDNS's: the shared tags stay whatever the bed's owner imported.
     let out = Command::new("bash")
         .arg(&script)
+        .args(["only", &reference, &local_image("coredns")])
         .env("VNEST_TESTBED_DIR", bed().var("VNEST_TESTBED_DIR"))
         .env("VNEST_SYNCER_IMAGE", &reference)
         .output()
@@ -128,7 +130,17 @@ fn workload(placement: &serde_json::Value) -> String {
 /// tenant's own Service resolves from inside.
 #[tokio::test]
 async fn tenant_pods_resolve_virtual_services_and_nothing_of_the_host() {
-    let node = real_node();
+    // Not `node::real_node()`: it imports every workspace image under the shared tags, which
+    // other worktrees' tests on the bed run.
+    let node = RealNode {
+        name: bed().var("VNEST_TESTBED_NODE").to_string(),
+        label: bed().var("VNEST_TESTBED_NODE_LABEL").to_string(),
+    };
+    assert!(
+        !node.name.starts_with("absent"),
+        "the bed has no real node: {}",
+        node.name
+    );
     let client = bed().host().await;
     crd::install(&client).await;
     let ns = TestNamespace::create(&client, "dns").await;
@@ -304,18 +316,34 @@ async fn tenant_pods_resolve_virtual_services_and_nothing_of_the_host() {
         format!("{host_copy}.{}.svc.cluster.local", ns.name),
         format!("{host_copy}.{}", ns.name),
     ];
+    // What the pod's resolver answers for `name`: its addresses, or its lookup error. A failed
+    // exec (the stream through the proxy can drop) is tried again, never taken for an answer.
+    let lookup = |name: String| {
+        let exec = &exec;
+        async move {
+            let mut last = String::new();
+            for _ in 0..3 {
+                match exec(&["resolve", &name]) {
+                    Ok(out) => return Ok(Ok(out)),
+                    Err(e) if e.contains("lookup ") => return Ok(Err(e)),
+                    Err(e) => last = e,
+                }
+            }
+            Err(format!(
+                "{name}: no answer from the resolver, exec failed: {last}"
+            ))
+        }
+    };
     wait::holds(
         "host Services stay unresolvable",
         Duration::from_secs(10),
         || async {
-            exec(&["resolve", "echo"]).map_err(|e| format!("echo: {e}"))?;
+            lookup("echo".to_string())
+                .await?
+                .map_err(|e| format!("echo: {e}"))?;
             for name in &host_names {
-                match exec(&["resolve", name]) {
-                    Ok(out) => return Err(format!("{name} resolved to {out}")),
-                    // The resolver's own answer ("no such host", or the forward's failure for a
-                    // name outside the cluster domain), not a failed exec.
-                    Err(e) if e.contains("lookup ") => {}
-                    Err(e) => return Err(format!("{name}: {e}")),
+                if let Ok(out) = lookup(name.clone()).await? {
+                    return Err(format!("{name} resolved to {out}"));
                 }
             }
             Ok::<_, String>(())
@@ -323,16 +351,31 @@ async fn tenant_pods_resolve_virtual_services_and_nothing_of_the_host() {
     )
     .await;
 
-    Api::<vnest_crds::VirtualCluster>::namespaced(client.clone(), &ns.name)
+    Api::<VirtualCluster>::namespaced(client.clone(), &ns.name)
         .delete(VC, &Default::default())
         .await
         .unwrap();
-    wait::until("the control plane gone", START, || async {
-        match pods.get_opt("vc-0").await.map_err(|e| e.to_string())? {
-            None => Ok(()),
-            Some(_) => Err("vc-0 still there".to_string()),
-        }
-    })
+    // Gone with its finalizer done, while this test's operator still runs.
+    let virtual_clusters = Api::<VirtualCluster>::namespaced(client.clone(), &ns.name);
+    wait::until(
+        "the VirtualCluster and its control plane gone",
+        START,
+        || async {
+            let vc = virtual_clusters
+                .get_opt(VC)
+                .await
+                .map_err(|e| e.to_string())?;
+            let pod = pods.get_opt("vc-0").await.map_err(|e| e.to_string())?;
+            match (vc, pod) {
+                (None, None) => Ok(()),
+                (vc, pod) => Err(format!(
+                    "VirtualCluster there: {}, vc-0 there: {}",
+                    vc.is_some(),
+                    pod.is_some()
+                )),
+            }
+        },
+    )
     .await;
     delete_data_volume(&client, &ns.name, VC).await;
     ns.delete(&client).await;
