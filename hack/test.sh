@@ -13,6 +13,7 @@ done
 echo "== test bed binaries" >&2
 bash tests/testbed/build.sh >/dev/null
 bash tests/testbed/build-node.sh >/dev/null
+bash tests/testbed/build-addons.sh >/dev/null
 bash tests/testbed/build-lua-health.sh >/dev/null
 echo "== test bed" >&2
 env_file=$(bash tests/testbed/up.sh --owner-pid $$)

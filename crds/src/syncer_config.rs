@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Networking, PodSecurityStandard, Sync, VirtualClusterSpec};
+use crate::{CoreDns, Networking, PodSecurityStandard, Sync, VirtualClusterSpec};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -20,6 +20,11 @@ pub struct SyncerConfig {
     pub networking: Networking,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_security_standard: Option<PodSecurityStandard>,
+    /// `controlPlane.coredns`: the DNS server the syncer keeps in the virtual cluster. Off
+    /// when absent: a config without it comes from an operator that deploys no DNS, and a
+    /// newer syncer must not start deploying one behind its back.
+    #[serde(default = "CoreDns::disabled")]
+    pub coredns: CoreDns,
 }
 
 impl SyncerConfig {
@@ -32,6 +37,7 @@ impl SyncerConfig {
             sync: spec.sync.clone(),
             networking: spec.networking.clone(),
             pod_security_standard: spec.policies.pod_security_standard,
+            coredns: spec.control_plane.coredns.clone(),
         }
     }
 }
@@ -50,5 +56,19 @@ mod tests {
         let back: SyncerConfig = serde_yaml::from_str(&yaml).unwrap();
         assert_eq!(back, config);
         assert!(back.sync.to_host.ingresses.enabled);
+        assert!(
+            back.coredns.enabled,
+            "the spec's default reaches the syncer"
+        );
+    }
+
+    /// An older operator's config names no DNS server: the syncer then deploys none.
+    #[test]
+    fn a_config_without_coredns_deploys_none() {
+        let config = SyncerConfig::from_spec("ns", "vc", &VirtualClusterSpec::default());
+        let mut yaml: serde_yaml::Value = serde_yaml::to_value(&config).unwrap();
+        yaml.as_mapping_mut().unwrap().remove("coredns");
+        let back: SyncerConfig = serde_yaml::from_value(yaml).unwrap();
+        assert!(!back.coredns.enabled);
     }
 }

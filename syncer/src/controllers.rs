@@ -22,6 +22,7 @@ use vnest_crds::patch::PodPatches;
 
 use crate::{
     custom::{self, Resolved},
+    dns,
     engine::{self, Ctx, Follower, PodReference, Queue, Watches},
     resources::{
         configmaps::{self, ConfigMaps},
@@ -316,6 +317,11 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
     }
     if to_host.priorityclasses.enabled {
         tasks.push(Box::pin(priority_classes::run(ctx.clone())));
+    }
+    // The virtual cluster's DNS, where its pods can run: a syncer confined to other
+    // namespaces (`--virtual-namespaces`) would deploy a server nothing runs.
+    if to_host.pods.enabled && to_host.services.enabled && ctx.namespace_synced(dns::NAMESPACE) {
+        tasks.push(Box::pin(dns::run(ctx.clone())));
     }
     engines.extend(from_host_copies(&ctx));
     // Namespaced, so not for the cluster-scoped Mirror runner: host capacities are copied

@@ -7,8 +7,12 @@
 #   images.sh            build and import every image (the bed must be up: up.sh)
 #   images.sh bed        only the images of the bed's own binaries (up.sh runs this; the
 #                        workspace's images follow once `cargo build` has made its binaries)
+#   images.sh only REF.. only the images of these references (a test importing just its own)
 #   images.sh --list     print "<reference> <entrypoint> <user> <files>" of every image, one a
 #                        line, building nothing (files: <BED|NODE|CARGO>/<binary>:<path>,...)
+#
+# VNEST_SYNCER_IMAGE=REF imports the syncer under REF instead: a test that runs its operator with
+# --syncer-image=REF keeps its own build even when another worktree imports the shared tag.
 #
 # The Dockerfiles under images/ stay the release recipe; tests/tests/images.rs checks that the
 # local images and the Dockerfiles agree on binary, entrypoint and user.
@@ -21,19 +25,24 @@ source "$here/lib.sh"
 source "$here/versions.env"
 # shellcheck source=node/versions.env
 source "$here/node/versions.env"
+# shellcheck source=addons.env
+source "$here/addons.env"
 
 workspace_version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$repo/Cargo.toml" | head -n1)
 target_dir=${CARGO_TARGET_DIR:-$repo/target}/${VNEST_IMAGE_PROFILE:-debug}
 
 # reference | user | entrypoint (JSON) | cmd (JSON) | files: <bin-dir-var>/<name>:<path in image> ...
-# bin-dir vars: BED (build.sh), NODE (build-node.sh), CARGO (the workspace's build).
+# bin-dir vars: BED (build.sh), NODE (build-node.sh), ADDONS (build-addons.sh), CARGO (the
+# workspace's build). CoreDNS stands in for the public image vnest deploys by default, under its
+# reference, entrypoint and (nonroot) user.
 IMAGES=(
   "registry.k8s.io/pause:3.10|65535:65535|[\"/pause\"]|[]|NODE/pause:/pause"
   "ghcr.io/vnest-dev/vnest-echo:$workspace_version|65532:65532|[\"/usr/local/bin/vnest-echo\"]|[\"serve\"]|NODE/vnest-echo:/usr/local/bin/vnest-echo"
-  "ghcr.io/vnest-dev/vnest-syncer:$workspace_version|65532:65532|[\"/usr/local/bin/vnest-syncer\"]|[]|CARGO/vnest-syncer:/usr/local/bin/vnest-syncer"
+  "${VNEST_SYNCER_IMAGE:-ghcr.io/vnest-dev/vnest-syncer:$workspace_version}|65532:65532|[\"/usr/local/bin/vnest-syncer\"]|[]|CARGO/vnest-syncer:/usr/local/bin/vnest-syncer"
   "ghcr.io/vnest-dev/vnest-operator:$workspace_version|65532:65532|[\"/usr/local/bin/vnest-operator\"]|[]|CARGO/vnest-operator:/usr/local/bin/vnest-operator"
   "ghcr.io/vnest-dev/kubernetes:$KUBERNETES_VERSION|65532:65532|[]|[]|BED/kube-apiserver:/usr/local/bin/kube-apiserver BED/kube-controller-manager:/usr/local/bin/kube-controller-manager NODE/kine:/usr/local/bin/kine"
   "registry.k8s.io/etcd:${ETCD_VERSION#v}-0|65532:65532|[]|[]|BED/etcd:/usr/local/bin/etcd"
+  "registry.k8s.io/coredns/coredns:$COREDNS_VERSION|65532:65532|[\"/coredns\"]|[]|ADDONS/coredns:/coredns"
 )
 
 if [ "${1:-}" = --list ]; then
@@ -46,8 +55,9 @@ fi
 
 BED=$(bash "$here/build.sh")
 NODE=$(bash "$here/build-node.sh")
+ADDONS=$(bash "$here/build-addons.sh")
 CARGO=$target_dir
-case ${1:-} in "" | bed) ;; *) echo "images.sh: unknown argument: $1 (see the header)" >&2; exit 2 ;; esac
+case ${1:-} in "" | bed | only) ;; *) echo "images.sh: unknown argument: $1 (see the header)" >&2; exit 2 ;; esac
 SOCK="$STATE/containerd/containerd.sock"
 [ -S "$SOCK" ] || { echo "images.sh: containerd is not running ($SOCK missing): start the bed with up.sh" >&2; exit 1; }
 ctr() { "$NODE/ctr" --address "$SOCK" --namespace k8s.io "$@"; }
@@ -86,6 +96,7 @@ build_image() { # ref user entrypoint cmd files
     case $src in
       BED/*) src=$BED/${src#BED/} ;;
       NODE/*) src=$NODE/${src#NODE/} ;;
+      ADDONS/*) src=$ADDONS/${src#ADDONS/} ;;
       CARGO/*) src=$CARGO/${src#CARGO/} ;;
     esac
     add_file "$root" "$src" "$dst"
@@ -115,6 +126,7 @@ build_image() { # ref user entrypoint cmd files
 for spec in "${IMAGES[@]}"; do
   IFS='|' read -r ref user entrypoint cmd files <<<"$spec"
   if [ "${1:-}" = bed ] && [ "$files" != "${files#*CARGO/}" ]; then continue; fi
+  if [ "${1:-}" = only ] && ! printf '%s\n' "${@:2}" | grep -qxF "$ref"; then continue; fi
   read -r digest archive < <(build_image "$ref" "$user" "$entrypoint" "$cmd" "$files")
   if ctr images ls -q "name==$ref" 2>/dev/null | grep -qx "$ref" &&
     [ "$(ctr images ls "name==$ref" | awk 'NR == 2 { print $3 }')" = "$digest" ]; then

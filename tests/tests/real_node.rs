@@ -155,7 +155,11 @@ async fn a_k8s_virtual_cluster_runs_for_real_from_apply_to_delete() {
     tenant(&kubeconfig, &["apply", "-f", manifest.to_str().unwrap()]).unwrap();
     let host_pods = wait::until("two tenant pods on the host", CONVERGE, || async {
         let list = pods
-            .list(&ListParams::default().labels("vcluster.loft.sh/managed-by=vc"))
+            // The tenant's namespace only: vnest's CoreDNS pod (kube-system) is synced too.
+            .list(
+                &ListParams::default()
+                    .labels("vcluster.loft.sh/managed-by=vc,vcluster.loft.sh/namespace=default"),
+            )
             .await
             .map_err(|e| e.to_string())?;
         let names: Vec<String> = list

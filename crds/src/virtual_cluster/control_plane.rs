@@ -24,6 +24,88 @@ pub struct ControlPlane {
     pub service: ServiceConfig,
     #[serde(default)]
     pub ingress: IngressConfig,
+    #[serde(default)]
+    pub coredns: CoreDns,
+}
+
+/// The public image vnest runs CoreDNS from unless the spec names another.
+pub const DEFAULT_COREDNS_IMAGE: &str = "registry.k8s.io/coredns/coredns:v1.12.1";
+
+/// The virtual cluster's DNS server (vCluster's `controlPlane.coredns`): the syncer keeps a
+/// CoreDNS Deployment, its ConfigMap and the `kube-dns` Service in the virtual cluster's
+/// `kube-system`, and tenant pods resolve through it.
+#[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CoreDns {
+    /// Off: vnest deploys no DNS server (and removes the one it deployed); pods resolve
+    /// through a `kube-system/kube-dns` the tenant provides, if any.
+    #[serde(default = "on")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub deployment: CoreDnsDeployment,
+}
+
+impl Default for CoreDns {
+    fn default() -> Self {
+        CoreDns {
+            enabled: true,
+            deployment: CoreDnsDeployment::default(),
+        }
+    }
+}
+
+impl CoreDns {
+    /// No DNS server deployed.
+    pub fn disabled() -> Self {
+        CoreDns {
+            enabled: false,
+            ..CoreDns::default()
+        }
+    }
+}
+
+fn on() -> bool {
+    true
+}
+
+/// How the CoreDNS Deployment in the virtual cluster runs (its pods are synced to the host
+/// like any tenant pod).
+#[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CoreDnsDeployment {
+    /// Image reference; `registry.k8s.io/coredns/coredns:v1.12.1` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    pub image: Option<String>,
+    #[serde(default = "one")]
+    #[schemars(range(min = 0, max = 10))]
+    pub replicas: i32,
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+}
+
+impl Default for CoreDnsDeployment {
+    fn default() -> Self {
+        CoreDnsDeployment {
+            image: None,
+            replicas: one(),
+            node_selector: BTreeMap::new(),
+            tolerations: Vec::new(),
+        }
+    }
+}
+
+fn one() -> i32 {
+    1
+}
+
+impl CoreDnsDeployment {
+    /// The image to run: the spec's, or [`DEFAULT_COREDNS_IMAGE`].
+    pub fn image(&self) -> &str {
+        self.image.as_deref().unwrap_or(DEFAULT_COREDNS_IMAGE)
+    }
 }
 
 /// The backing distribution. At most one may be enabled; k3s runs when none is.

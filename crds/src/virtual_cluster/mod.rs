@@ -153,7 +153,42 @@ fn name_format_rule() -> Rule {
 pub struct Networking {
     #[serde(default)]
     pub replicate_services: ReplicateServices,
+    #[serde(default)]
+    pub advanced: NetworkingAdvanced,
 }
+
+/// The virtual cluster's own network settings (vCluster's `networking.advanced`).
+#[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkingAdvanced {
+    /// DNS domain of the virtual cluster's Services (`<svc>.<ns>.svc.<clusterDomain>`):
+    /// tenant pods search it and the virtual cluster's DNS serves it. Independent of the
+    /// host's domain.
+    #[serde(default = "default_cluster_domain")]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = Rule::new(CLUSTER_DOMAIN_RULE).message(CLUSTER_DOMAIN_MESSAGE))]
+    pub cluster_domain: String,
+}
+
+impl Default for NetworkingAdvanced {
+    fn default() -> Self {
+        NetworkingAdvanced {
+            cluster_domain: default_cluster_domain(),
+        }
+    }
+}
+
+/// Kubernetes' default cluster domain, and vCluster's.
+pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
+
+fn default_cluster_domain() -> String {
+    DEFAULT_CLUSTER_DOMAIN.to_string()
+}
+
+const CLUSTER_DOMAIN_RULE: &str =
+    "self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')";
+const CLUSTER_DOMAIN_MESSAGE: &str =
+    "must be a lowercase DNS name without a trailing dot, e.g. cluster.local";
 
 /// Services mirrored across the boundary under another name.
 #[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

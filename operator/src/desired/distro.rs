@@ -87,6 +87,13 @@ pub fn virtual_kubeconfig(kind: DistroKind) -> String {
     }
 }
 
+/// The virtual cluster's DNS domain. kube-apiserver and kube-controller-manager (distro k8s)
+/// take none: only the kubelet and the DNS server need it, and vnest runs neither inside the
+/// control plane (the syncer writes pods' DNS and deploys the virtual cluster's DNS).
+fn cluster_domain<'a>(input: &Input<'a>) -> &'a str {
+    &input.spec.networking.advanced.cluster_domain
+}
+
 /// `repository:tag` from the spec, falling back to the operator's default image.
 fn image(config: &DistroConfig, default: &str) -> String {
     let (default_repo, default_tag) = default.rsplit_once(':').unwrap_or((default, "latest"));
@@ -142,6 +149,7 @@ fn k3s(input: &Input, config: &DistroConfig, store: StoreKind) -> ControlPlane {
         // The syncer runs as the same uid in this pod.
         "--write-kubeconfig-mode=0600".to_string(),
         format!("--service-cidr={}", input.settings.service_cidr),
+        format!("--cluster-domain={}", cluster_domain(input)),
         "--disable=traefik,servicelb,metrics-server,local-storage,coredns".to_string(),
         "--disable-agent".to_string(),
         "--disable-scheduler".to_string(),
@@ -202,6 +210,7 @@ fn k0s_config(input: &Input) -> String {
             }},
             "network": {
                 "serviceCIDR": input.settings.service_cidr,
+                "clusterDomain": cluster_domain(input),
                 "provider": "custom",
                 "kubeProxy": { "disabled": true },
             },

@@ -111,23 +111,26 @@ fn url_host(url: &str) -> Option<&str> {
 
 /// Names and addresses the serving certificate is valid for. `cluster_ip` is the `<name>`
 /// Service's, once assigned: tenant pods reach the API through it (the syncer sets their
-/// `KUBERNETES_SERVICE_HOST` to it), and in-cluster clients name it `kubernetes.default.svc`.
+/// `KUBERNETES_SERVICE_HOST` to it), and in-cluster clients name it `kubernetes.default.svc`
+/// in the virtual cluster's own domain (`networking.advanced.clusterDomain`);
+/// `host_cluster_domain` is the host's, where the `<name>` Service lives.
 pub fn server_sans(
     namespace: &str,
     name: &str,
     spec: &vnest_crds::VirtualClusterSpec,
-    cluster_domain: &str,
+    host_cluster_domain: &str,
     cluster_ip: Option<&str>,
 ) -> Vec<String> {
+    let virtual_domain = &spec.networking.advanced.cluster_domain;
     let mut sans = vec![
         name.to_string(),
         format!("{name}.{namespace}"),
         format!("{name}.{namespace}.svc"),
-        format!("{name}.{namespace}.svc.{cluster_domain}"),
+        format!("{name}.{namespace}.svc.{host_cluster_domain}"),
         "kubernetes".to_string(),
         "kubernetes.default".to_string(),
         "kubernetes.default.svc".to_string(),
-        format!("kubernetes.default.svc.{cluster_domain}"),
+        format!("kubernetes.default.svc.{virtual_domain}"),
         "localhost".to_string(),
         "127.0.0.1".to_string(),
     ];
@@ -276,6 +279,24 @@ mod tests {
                 "{want} missing from {sans:?}"
             );
         }
+    }
+
+    /// In-cluster clients name the API `kubernetes.default.svc.<clusterDomain>` of the virtual
+    /// cluster; the host Service keeps the host's domain.
+    #[test]
+    fn sans_use_the_virtual_cluster_domain_for_kubernetes_default() {
+        let spec = spec_from_yaml("networking: {advanced: {clusterDomain: tenant.example}}");
+        let sans = server_sans("ns", "vc", &spec, "host.local", None);
+        assert!(
+            sans.iter()
+                .any(|s| s == "kubernetes.default.svc.tenant.example")
+        );
+        assert!(sans.iter().any(|s| s == "vc.ns.svc.host.local"));
+        assert!(
+            !sans
+                .iter()
+                .any(|s| s == "kubernetes.default.svc.host.local")
+        );
     }
 
     #[test]

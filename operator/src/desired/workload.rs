@@ -478,6 +478,25 @@ controlPlane:
         assert_eq!(names(&etcd), ["control-plane", "syncer"]);
     }
 
+    /// k3s and k0s take the spec's cluster domain (`networking.advanced.clusterDomain`), not a
+    /// constant; the default is `cluster.local`.
+    #[test]
+    fn k3s_and_k0s_take_the_cluster_domain_from_the_spec() {
+        assert!(
+            args(container(&sts("{}"), "control-plane"))
+                .contains(&"--cluster-domain=cluster.local")
+        );
+        let custom = "networking: {advanced: {clusterDomain: tenant.example}}";
+        let k3s = sts(custom);
+        assert!(
+            args(container(&k3s, "control-plane")).contains(&"--cluster-domain=tenant.example")
+        );
+        let spec = spec_from_yaml(&format!("{K0S}\n{custom}"));
+        let config = super::super::distro::config_files(&input(&spec));
+        let k0s: Value = serde_yaml::from_str(&config[0].1).unwrap();
+        assert_eq!(k0s["spec"]["network"]["clusterDomain"], "tenant.example");
+    }
+
     #[test]
     fn k0s_reads_its_config_from_the_config_secret() {
         let sts = sts(K0S);

@@ -45,6 +45,9 @@ pub struct PodEnv {
     pub api_service: Option<(String, i32)>,
     /// ClusterIP of the host copy of the virtual cluster's DNS Service, when it has one.
     pub dns_ip: Option<String>,
+    /// The virtual cluster's DNS domain (`networking.advanced.clusterDomain`), searched by
+    /// tenant pods.
+    pub cluster_domain: String,
     /// `sync.toHost.serviceaccounts`: host copies of service accounts exist.
     pub sync_service_accounts: bool,
     /// Where the pod's minted virtual token is; without one, projected tokens are dropped.
@@ -318,6 +321,16 @@ pub fn requested_node(
     }
 }
 
+/// The search path of a tenant pod in virtual namespace `namespace`, as the kubelet writes it
+/// for `ClusterFirst` in a cluster whose domain is `domain`.
+pub fn dns_searches(namespace: &str, domain: &str) -> Vec<String> {
+    vec![
+        format!("{namespace}.svc.{domain}"),
+        format!("svc.{domain}"),
+        domain.to_string(),
+    ]
+}
+
 /// The host copy of virtual pod `virt`.
 pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
     let namespace = virt.metadata.namespace.as_deref().unwrap_or_default();
@@ -371,11 +384,7 @@ pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
         spec.dns_policy = Some("None".to_string());
         spec.dns_config = Some(PodDNSConfig {
             nameservers: Some(vec![dns_ip.clone()]),
-            searches: Some(vec![
-                format!("{namespace}.svc.cluster.local"),
-                "svc.cluster.local".to_string(),
-                "cluster.local".to_string(),
-            ]),
+            searches: Some(dns_searches(namespace, &env.cluster_domain)),
             options: Some(vec![PodDNSConfigOption {
                 name: Some("ndots".to_string()),
                 value: Some("5".to_string()),
@@ -460,6 +469,7 @@ spec:
         PodEnv {
             api_service: Some(("10.96.0.10".into(), 443)),
             dns_ip: Some("10.96.0.53".into()),
+            cluster_domain: "cluster.local".into(),
             sync_service_accounts: false,
             token: None,
             sync_priority_classes: false,
@@ -701,6 +711,23 @@ spec:
         let dns = spec.dns_config.unwrap();
         assert_eq!(dns.nameservers.unwrap(), ["10.96.0.53"]);
         assert_eq!(dns.searches.unwrap()[0], "shop.svc.cluster.local");
+    }
+
+    /// The search path follows the spec's `networking.advanced.clusterDomain`, not a constant.
+    #[test]
+    fn dns_searches_the_virtual_cluster_domain() {
+        let spec = host(&PodEnv {
+            cluster_domain: "tenant.example".into(),
+            ..env()
+        });
+        assert_eq!(
+            spec.dns_config.unwrap().searches.unwrap(),
+            [
+                "shop.svc.tenant.example",
+                "svc.tenant.example",
+                "tenant.example"
+            ]
+        );
     }
 
     /// With no virtual DNS Service known, the pod keeps its DNS policy.

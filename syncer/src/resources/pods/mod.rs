@@ -210,6 +210,7 @@ impl Syncer for Pods {
         let env = PodEnv {
             api_service: self.api_service(ctx).await,
             dns_ip: self.dns_ip(ctx),
+            cluster_domain: ctx.config.networking.advanced.cluster_domain.clone(),
             sync_service_accounts: ctx.config.sync.to_host.serviceaccounts.enabled,
             token,
             sync_priority_classes: ctx.config.sync.to_host.priorityclasses.enabled,

@@ -1,0 +1,382 @@
+//! DNS in a virtual cluster, for real on the bed's node: the CoreDNS vnest keeps in the virtual
+//! cluster's `kube-system` runs as a synced pod, and tenant pods find each other's Services by
+//! name in the cluster domain the spec sets — and find nothing of the host's.
+
+use std::{path::Path, process::Command, time::Duration};
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::{Api, api::PostParams};
+use serde_json::json;
+use vnest_crds::VirtualCluster;
+use vnest_tests::{
+    bed,
+    bed::{TestNamespace, repo_root},
+    crd,
+    fixtures::{create_virtual_cluster, free_port, wait_condition},
+    node::{
+        RealNode, all_containers_ready, delete_data_volume, local_image,
+        tenant_kubeconfig_through_service,
+    },
+    operator::OperatorProcess,
+    wait,
+};
+
+const VC: &str = "vc";
+/// Not `cluster.local`: the search path and the DNS server follow the spec.
+const DOMAIN: &str = "tenant.test";
+/// Cold start of the control-plane pod on a busy 2-core machine, with margin.
+const START: Duration = Duration::from_secs(180);
+const CONVERGE: Duration = Duration::from_secs(120);
+
+/// Runs the bed's kubectl as the tenant, giving up on a request after 20 s.
+fn tenant(kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
+    let mut all = vec!["--request-timeout=20s"];
+    all.extend_from_slice(args);
+    bed().kubectl_with(kubeconfig, &all)
+}
+
+/// This workspace's syncer, imported under a tag of its own: the shared tag is re-imported by
+/// every worktree that runs real-node tests on the bed, and the control-plane pod would start
+/// whichever build came last.
+fn private_syncer_image() -> String {
+    let reference = format!(
+        "ghcr.io/vnest-dev/vnest-syncer:{}-dns-test",
+        env!("CARGO_PKG_VERSION")
+    );
+    let script = repo_root().join("tests/testbed/images.sh");
+    // Only this image and CoreDNS's: the shared tags stay whatever the bed's owner imported.
+    let out = Command::new("bash")
+        .arg(&script)
+        .args(["only", &reference, &local_image("coredns")])
+        .env("VNEST_TESTBED_DIR", bed().var("VNEST_TESTBED_DIR"))
+        .env("VNEST_SYNCER_IMAGE", &reference)
+        .output()
+        .expect("run images.sh");
+    assert!(
+        out.status.success(),
+        "images.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    reference
+}
+
+/// Whether `vc` still has the spec's DNS fields (a CRD without them prunes them).
+fn keeps_dns_fields(vc: &VirtualCluster) -> Result<(), String> {
+    let spec = &vc.spec;
+    if spec.networking.advanced.cluster_domain == DOMAIN
+        && !spec
+            .control_plane
+            .coredns
+            .deployment
+            .node_selector
+            .is_empty()
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "the host's CRD pruned the DNS fields (another worktree's CRD?): {:?} {:?}",
+            spec.networking, spec.control_plane.coredns
+        ))
+    }
+}
+
+/// Two vnest-echo pods on the real node behind Service `echo` and headless Service
+/// `echo-headless`, in virtual namespace `default`.
+fn workload(placement: &serde_json::Value) -> String {
+    let doc = json!({
+        "apiVersion": "v1", "kind": "List", "items": [
+            {
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": { "name": "echo", "namespace": "default" },
+                "spec": {
+                    "replicas": 2,
+                    "selector": { "matchLabels": { "app": "echo" } },
+                    "template": {
+                        "metadata": { "labels": { "app": "echo" } },
+                        "spec": {
+                            "nodeSelector": placement["nodeSelector"],
+                            "tolerations": placement["tolerations"],
+                            "terminationGracePeriodSeconds": 2,
+                            "securityContext": { "runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": { "type": "RuntimeDefault" } },
+                            "containers": [{
+                                "name": "echo", "image": local_image("vnest-echo"), "imagePullPolicy": "Never",
+                                "args": ["serve", ":8080"],
+                                "ports": [{ "containerPort": 8080 }],
+                                "readinessProbe": { "httpGet": { "path": "/ready", "port": 8080 }, "periodSeconds": 2 },
+                                "securityContext": { "allowPrivilegeEscalation": false, "capabilities": { "drop": ["ALL"] } },
+                            }],
+                        },
+                    },
+                },
+            },
+            {
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": { "name": "echo", "namespace": "default" },
+                "spec": { "selector": { "app": "echo" }, "ports": [{ "port": 80, "targetPort": 8080 }] },
+            },
+            {
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": { "name": "echo-headless", "namespace": "default" },
+                "spec": { "clusterIP": "None", "selector": { "app": "echo" }, "ports": [{ "port": 8080 }] },
+            },
+        ]
+    });
+    serde_json::to_string(&doc).unwrap()
+}
+
+/// A VirtualCluster (distro k8s, cluster domain `tenant.test`) on the real node gets its CoreDNS
+/// from vnest; a tenant pod calls another tenant Service by short name and by FQDN, a headless
+/// Service resolves to its pods' addresses, and neither a host Service nor the host copy of the
+/// tenant's own Service resolves from inside.
+#[tokio::test]
+async fn tenant_pods_resolve_virtual_services_and_nothing_of_the_host() {
+    // Not `node::real_node()`: it imports every workspace image under the shared tags, which
+    // other worktrees' tests on the bed run.
+    let node = RealNode {
+        name: bed().var("VNEST_TESTBED_NODE").to_string(),
+        label: bed().var("VNEST_TESTBED_NODE_LABEL").to_string(),
+    };
+    assert!(
+        !node.name.starts_with("absent"),
+        "the bed has no real node: {}",
+        node.name
+    );
+    let client = bed().host().await;
+    crd::install(&client).await;
+    let ns = TestNamespace::create(&client, "dns").await;
+    let _operator = OperatorProcess::start_with_args(
+        bed(),
+        &ns.name,
+        "op-a",
+        free_port(),
+        &[format!("--syncer-image={}", private_syncer_image())],
+    );
+    node.provide_data_volume(&client, &ns.name, VC).await;
+    let placement = node.placement();
+    let spec = json!({
+        "controlPlane": {
+            "distro": { "k8s": { "enabled": true } },
+            "statefulSet": { "scheduling": placement, "persistence": { "size": "1Gi" } },
+            "coredns": { "deployment": placement },
+        },
+        "networking": { "advanced": { "clusterDomain": DOMAIN } },
+        "policies": { "podSecurityStandard": "restricted" },
+    });
+    // The bed's API server is shared: wait until it serves this CRD's schema (a dry run keeps
+    // the new fields), and check the stored object kept them.
+    wait::until(
+        "the host serving this workspace's CRD",
+        CONVERGE,
+        || async {
+            let probe: VirtualCluster = serde_json::from_value(json!({
+                "apiVersion": "vnest.dev/v1alpha1", "kind": "VirtualCluster",
+                "metadata": { "name": VC, "namespace": ns.name }, "spec": spec,
+            }))
+            .unwrap();
+            let dry = Api::<VirtualCluster>::namespaced(client.clone(), &ns.name)
+                .create(
+                    &PostParams {
+                        dry_run: true,
+                        ..Default::default()
+                    },
+                    &probe,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            keeps_dns_fields(&dry)
+        },
+    )
+    .await;
+    let created = create_virtual_cluster(&client, &ns.name, VC, spec).await;
+    keeps_dns_fields(&created).expect("the stored VirtualCluster");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    all_containers_ready(&pods, "vc-0", &node.name, START).await;
+    wait_condition(&client, &ns.name, VC, "Ready", "True", CONVERGE).await;
+    let kubeconfig = tenant_kubeconfig_through_service(&client, &ns.name, VC).await;
+
+    // vnest's CoreDNS runs in the virtual kube-system, as a real container on the node.
+    wait::until(
+        "CoreDNS ready in the virtual kube-system",
+        START,
+        || async {
+            let ready = tenant(
+                &kubeconfig,
+                &[
+                    "-n",
+                    "kube-system",
+                    "get",
+                    "deployment",
+                    "coredns",
+                    "-o",
+                    "jsonpath={.status.readyReplicas}",
+                ],
+            )?;
+            if ready.trim() == "1" {
+                Ok(())
+            } else {
+                Err(format!("readyReplicas {ready:?}"))
+            }
+        },
+    )
+    .await;
+
+    // A host Service the tenant has no mapping for, in a host namespace of its own.
+    let hidden = "hidden";
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns.name);
+    let service: Service = serde_json::from_value(json!({
+        "metadata": { "name": hidden },
+        "spec": { "ports": [{ "port": 80 }] },
+    }))
+    .unwrap();
+    services
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap();
+
+    let manifest = std::env::temp_dir().join(format!("vnest-dns-{}-workload.json", ns.name));
+    std::fs::write(&manifest, workload(&placement)).unwrap();
+    tenant(&kubeconfig, &["apply", "-f", manifest.to_str().unwrap()]).unwrap();
+    let running = wait::until("both echo pods Running and ready", START, || async {
+        let out = tenant(
+            &kubeconfig,
+            &[
+                "get", "pods", "-l", "app=echo", "-o",
+                r#"jsonpath={range .items[*]}{.metadata.name} {.status.podIP} {.status.phase} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}"#,
+            ],
+        )?;
+        let running: Vec<(String, String)> = out
+            .lines()
+            .filter(|l| l.ends_with(" Running True"))
+            .filter_map(|l| {
+                let mut parts = l.split(' ');
+                Some((parts.next()?.to_string(), parts.next()?.to_string()))
+            })
+            .collect();
+        if running.len() == 2 { Ok(running) } else { Err(out) }
+    })
+    .await;
+    let client_pod = running[0].0.clone();
+    let exec = |args: &[&str]| {
+        let mut all = vec!["exec", client_pod.as_str(), "--", "vnest-echo"];
+        all.extend_from_slice(args);
+        tenant(&kubeconfig, &all)
+    };
+
+    // By short name (the pod's search path) and by FQDN in the spec's domain.
+    let fqdn = format!("echo.default.svc.{DOMAIN}");
+    for (what, url) in [
+        ("short name", "http://echo/short".to_string()),
+        ("FQDN", format!("http://{fqdn}/fqdn")),
+    ] {
+        let path = url.rsplit('/').next().unwrap().to_string();
+        let answer = wait::until(
+            &format!("a call to the Service by {what}"),
+            CONVERGE,
+            || async { exec(&["get", &url]) },
+        )
+        .await;
+        assert!(answer.contains(&format!("GET /{path}")), "{answer}");
+    }
+    // ... at the Service's ClusterIP as the tenant sees it.
+    let cluster_ip = tenant(
+        &kubeconfig,
+        &["get", "service", "echo", "-o", "jsonpath={.spec.clusterIP}"],
+    )
+    .unwrap();
+    let resolved = exec(&["resolve", &fqdn]).unwrap();
+    assert_eq!(resolved.trim(), cluster_ip.trim(), "{fqdn}");
+
+    // A headless Service resolves to its pods.
+    let mut pod_ips: Vec<String> = running.iter().map(|(_, ip)| ip.clone()).collect();
+    pod_ips.sort();
+    wait::until(
+        "the headless Service resolving to both pods",
+        CONVERGE,
+        || async {
+            let out = exec(&["resolve", &format!("echo-headless.default.svc.{DOMAIN}")])?;
+            let mut ips: Vec<String> = out.lines().map(str::to_string).collect();
+            ips.sort();
+            if ips == pod_ips {
+                Ok(())
+            } else {
+                Err(format!("{ips:?}, pods {pod_ips:?}"))
+            }
+        },
+    )
+    .await;
+
+    // Nothing of the host resolves: the unmapped host Service, under the host's domain or the
+    // tenant's, nor the host copy of the tenant's own Service. Tenant names keep resolving
+    // meanwhile, so each failure is this name's, not a broken resolver.
+    let host_copy = format!("echo-x-default-x-{VC}");
+    let host_names = [
+        format!("{hidden}.{}.svc.cluster.local", ns.name),
+        format!("{hidden}.{}.svc.{DOMAIN}", ns.name),
+        format!("{hidden}.{}", ns.name),
+        format!("{host_copy}.{}.svc.cluster.local", ns.name),
+        format!("{host_copy}.{}", ns.name),
+    ];
+    // What the pod's resolver answers for `name`: its addresses, or its lookup error. A failed
+    // exec (the stream through the proxy can drop) is tried again, never taken for an answer.
+    let lookup = |name: String| {
+        let exec = &exec;
+        async move {
+            let mut last = String::new();
+            for _ in 0..3 {
+                match exec(&["resolve", &name]) {
+                    Ok(out) => return Ok(Ok(out)),
+                    Err(e) if e.contains("lookup ") => return Ok(Err(e)),
+                    Err(e) => last = e,
+                }
+            }
+            Err(format!(
+                "{name}: no answer from the resolver, exec failed: {last}"
+            ))
+        }
+    };
+    wait::holds(
+        "host Services stay unresolvable",
+        Duration::from_secs(10),
+        || async {
+            lookup("echo".to_string())
+                .await?
+                .map_err(|e| format!("echo: {e}"))?;
+            for name in &host_names {
+                if let Ok(out) = lookup(name.clone()).await? {
+                    return Err(format!("{name} resolved to {out}"));
+                }
+            }
+            Ok::<_, String>(())
+        },
+    )
+    .await;
+
+    Api::<VirtualCluster>::namespaced(client.clone(), &ns.name)
+        .delete(VC, &Default::default())
+        .await
+        .unwrap();
+    // Gone with its finalizer done, while this test's operator still runs.
+    let virtual_clusters = Api::<VirtualCluster>::namespaced(client.clone(), &ns.name);
+    wait::until(
+        "the VirtualCluster and its control plane gone",
+        START,
+        || async {
+            let vc = virtual_clusters
+                .get_opt(VC)
+                .await
+                .map_err(|e| e.to_string())?;
+            let pod = pods.get_opt("vc-0").await.map_err(|e| e.to_string())?;
+            match (vc, pod) {
+                (None, None) => Ok(()),
+                (vc, pod) => Err(format!(
+                    "VirtualCluster there: {}, vc-0 there: {}",
+                    vc.is_some(),
+                    pod.is_some()
+                )),
+            }
+        },
+    )
+    .await;
+    delete_data_volume(&client, &ns.name, VC).await;
+    ns.delete(&client).await;
+}
