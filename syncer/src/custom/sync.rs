@@ -103,6 +103,8 @@ pub async fn run(ctx: Arc<Ctx>, res: Arc<Resolved>) {
                         runner.queue.push(key);
                     }
                 }
+                // A re-list names no object deleted while the watch was down.
+                Ok(watcher::Event::InitDone) => runner.push_every_key(),
                 Ok(_) => {}
                 Err(e) => tracing::warn!(resource = %runner.res.name(), virt = is_virt, error = %e, "watch failed; retrying"),
             }
@@ -115,13 +117,7 @@ pub async fn run(ctx: Arc<Ctx>, res: Arc<Resolved>) {
         let runner = runner.clone();
         async move {
             loop {
-                for (is_virt, store) in [(true, &runner.virt), (false, &runner.host)] {
-                    for o in store.state() {
-                        if let Some(key) = runner.key_of(is_virt, &o) {
-                            runner.queue.push(key);
-                        }
-                    }
-                }
+                runner.push_every_key();
                 tokio::time::sleep(RESYNC).await;
             }
         }
@@ -143,6 +139,17 @@ pub async fn run(ctx: Arc<Ctx>, res: Arc<Resolved>) {
 }
 
 impl Runner {
+    /// Queues the key of every object in both caches.
+    fn push_every_key(&self) {
+        for (is_virt, store) in [(true, &self.virt), (false, &self.host)] {
+            for o in store.state() {
+                if let Some(key) = self.key_of(is_virt, &o) {
+                    self.queue.push(key);
+                }
+            }
+        }
+    }
+
     /// The (virtual namespace, name) an event is about, if it is one this syncer syncs.
     fn key_of(&self, is_virt: bool, obj: &DynamicObject) -> Option<Key> {
         let key = match (self.res.direction, is_virt) {

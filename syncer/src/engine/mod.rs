@@ -384,10 +384,21 @@ pub async fn run<S: Syncer>(
         ),
     )
     .map(|e| (false, e));
-    let (host_store, target) = (watches.host.clone(), ctx.target.clone());
+    let (virt_store, host_store, target) = (
+        watches.virt.clone(),
+        watches.host.clone(),
+        ctx.target.clone(),
+    );
     let events = stream::select(virt_events, host_events).for_each(move |(is_virt, event)| {
         let obj = match event {
             Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o)) => o,
+            // A re-list (after the API server or etcd restarted, or a watch expired) names
+            // no object deleted while the watch was down: reconcile every key then, or a
+            // host copy deleted in that gap stays missing until the next resync.
+            Ok(watcher::Event::InitDone) => {
+                push_every_key(&virt_store, &host_store, &queue);
+                return futures::future::ready(());
+            }
             Ok(_) => return futures::future::ready(()),
             Err(e) => {
                 tracing::warn!(kind = S::KIND, virt = is_virt, error = %e, "watch failed; retrying");
@@ -429,17 +440,24 @@ pub async fn run<S: Syncer>(
     watch_task.abort();
 }
 
+/// Queues the key of every virtual object and of every host copy's source.
+fn push_every_key<K>(virt: &Store<K>, host: &Store<K>, queue: &Queue)
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    virt.state()
+        .iter()
+        .for_each(|o| queue.push(key_of(o.as_ref())));
+    host.state()
+        .iter()
+        .filter_map(|o| virtual_key(o.as_ref()))
+        .for_each(|k| queue.push(k));
+}
+
 impl<S: Syncer> Engine<S> {
     fn push_all(&self) {
-        self.virt
-            .state()
-            .iter()
-            .for_each(|o| self.queue.push(key_of(o.as_ref())));
-        self.host
-            .state()
-            .iter()
-            .filter_map(|o| virtual_key(o.as_ref()))
-            .for_each(|k| self.queue.push(k));
+        push_every_key(&self.virt, &self.host, &self.queue);
     }
 
     async fn work(self: Arc<Self>) {

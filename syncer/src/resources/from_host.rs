@@ -98,6 +98,17 @@ struct Runner<M: Mirror> {
     queue: Queue,
 }
 
+/// Queues the name of every host object and every virtual copy.
+fn push_every_key<K: Resource<DynamicType = ()> + Clone>(
+    host: &Store<K>,
+    virt: &Store<K>,
+    queue: &Queue,
+) {
+    for o in host.state().iter().chain(virt.state().iter()) {
+        queue.push(name_key(o.as_ref()));
+    }
+}
+
 /// Runs the fromHost sync of `mirror` until its watches end; `queue` may also be fed by
 /// other engines (a virtual claim's binding queues its volume).
 pub async fn run<M: Mirror>(mirror: M, ctx: Arc<Ctx>, queue: Queue) {
@@ -119,7 +130,7 @@ pub async fn run<M: Mirror>(mirror: M, ctx: Arc<Ctx>, queue: Queue) {
         ),
     );
     let events = stream::select(host_events, virt_events).for_each({
-        let queue = queue.clone();
+        let (queue, host, virt) = (queue.clone(), host.clone(), virt.clone());
         move |event| {
             match event {
                 Ok(
@@ -127,6 +138,8 @@ pub async fn run<M: Mirror>(mirror: M, ctx: Arc<Ctx>, queue: Queue) {
                     | watcher::Event::InitApply(o)
                     | watcher::Event::Delete(o),
                 ) => queue.push(name_key(&o)),
+                // A re-list names no object deleted while the watch was down.
+                Ok(watcher::Event::InitDone) => push_every_key(&host, &virt, &queue),
                 Ok(_) => {}
                 Err(e) => tracing::warn!(kind = M::KIND, error = %e, "watch failed; retrying"),
             }
@@ -146,9 +159,7 @@ pub async fn run<M: Mirror>(mirror: M, ctx: Arc<Ctx>, queue: Queue) {
         let runner = runner.clone();
         async move {
             loop {
-                for o in runner.host.state().iter().chain(runner.virt.state().iter()) {
-                    runner.queue.push(name_key(o.as_ref()));
-                }
+                push_every_key(&runner.host, &runner.virt, &runner.queue);
                 tokio::time::sleep(RESYNC).await;
             }
         }
