@@ -16,11 +16,24 @@ alive "$pid" && ours "$pid" || { echo "restart.sh: '$name' (pid $pid) is not run
 
 mapfile -d '' command <"/proc/$pid/cmdline"
 mapfile -d '' environment <"/proc/$pid/environ"
+# A killed Go process's leader thread turns zombie before its other threads have exited and
+# closed its sockets: wait until no thread is left, or the new process finds its port taken.
+threads() { find "/proc/$pid/task" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
 kill -KILL "$pid"
 for _ in $(seq 1 100); do
-  alive "$pid" || break
+  [ "$(threads)" -le 1 ] && ! alive "$pid" && break
   sleep 0.1
 done
 alive "$pid" && { echo "restart.sh: '$name' (pid $pid) survived SIGKILL for 10 s" >&2; exit 1; }
-launch "$name" env -i "${environment[@]}" "${command[@]}"
-say "restarted $name (was pid $pid, now $(cat "$PIDS/$name.pid"))"
+for attempt in 1 2 3; do
+  launch "$name" env -i "${environment[@]}" "${command[@]}"
+  new=$(cat "$PIDS/$name.pid")
+  sleep 2
+  if alive "$new"; then
+    say "restarted $name (was pid $pid, now $new)"
+    exit 0
+  fi
+  say "restart $attempt of $name exited at once; see $LOGS/$name.log"
+done
+echo "restart.sh: '$name' did not stay up after 3 starts; see $LOGS/$name.log" >&2
+exit 1

@@ -564,6 +564,7 @@ async fn host_api_server_and_etcd_restarts_mid_burst_lose_nothing() {
     let total = groups * faults::KINDS_PER_GROUP;
     let syncer = s.start_syncer();
     let writes = || async { syncer.counter("vnest_syncer_host_writes_total").await };
+    wait::until("the syncer's metrics", TIMEOUT, writes).await;
     for (component, content) in [("host-apiserver", "v1"), ("etcd", "v2")] {
         let before = writes().await.unwrap();
         let burst = async {
