@@ -298,4 +298,40 @@ mod example_tests {
         );
         assert!(spec.policies.network_policy.enabled);
     }
+
+    /// The chart's default policy governs every unlabelled namespace once installed: a
+    /// VirtualCluster that says nothing, and the shipped examples, must still be accepted.
+    #[test]
+    fn the_chart_default_policy_accepts_the_default_spec_and_the_examples() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let values: serde_yaml::Value = serde_yaml::from_str(
+            &std::fs::read_to_string(format!("{root}/charts/vnest/values.yaml")).unwrap(),
+        )
+        .unwrap();
+        let mut spec = values["defaultPolicy"]["spec"].clone();
+        spec["namespaceSelector"] = values["defaultPolicy"]["namespaceSelector"].clone();
+        let policy = VirtualClusterPolicy::new("default", serde_yaml::from_value(spec).unwrap());
+        let mut specs = vec![("{}".to_string(), VirtualClusterSpec::default())];
+        for file in [
+            "quickstart",
+            "ci-minimal",
+            "training",
+            "sleep-mode",
+            "auto-delete",
+        ] {
+            let doc: serde_yaml::Value = serde_yaml::from_str(
+                &std::fs::read_to_string(format!("{root}/examples/{file}.yaml")).unwrap(),
+            )
+            .unwrap();
+            specs.push((
+                file.to_string(),
+                serde_yaml::from_value(doc["spec"].clone()).unwrap(),
+            ));
+        }
+        for (name, spec) in specs {
+            let effective = with_defaults(&policy, &spec).unwrap();
+            let refused = check(&policy, &effective);
+            assert!(refused.is_empty(), "{name}: {refused:?}");
+        }
+    }
 }
