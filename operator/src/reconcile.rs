@@ -539,6 +539,9 @@ async fn apply_all(original: &VirtualCluster, ctx: &Context) -> Result<Action, E
         Ok(None) => (templated, None, None),
         Err(message) => (templated, Some(message.clone()), None),
     };
+    // A template that cannot be used leaves the version last rendered on record; a policy
+    // refusing the rendered spec does not.
+    let template_failed = template_error.is_some();
     let template_error = template_error.or(policy_error);
     let namespace = vc.namespace().unwrap_or_default();
     let name = vc.name_any();
@@ -555,7 +558,6 @@ async fn apply_all(original: &VirtualCluster, ctx: &Context) -> Result<Action, E
         ..Default::default()
     };
 
-    let template_failed = template_error.is_some();
     let spec_error = template_error.or_else(|| {
         let mut errors = validate::validate_name(&name).err().unwrap_or_default();
         errors.extend(
