@@ -552,6 +552,7 @@ async fn apply_all(original: &VirtualCluster, ctx: &Context) -> Result<Action, E
         spec.export_kubeconfig.secret.name.as_deref(),
     );
     let mut observed = Observed {
+        policy: governing.as_ref().map(|p| p.name_any()),
         generation: vc.metadata.generation,
         distro: spec.control_plane.distro.selected().0.as_str().to_string(),
         kubeconfig_secret: names.kubeconfig_secret.clone(),

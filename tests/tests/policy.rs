@@ -177,7 +177,17 @@ async fn policy_defaults_fill_the_spec_and_its_allowed_extra_rules_are_granted()
         ] } } }),
     )
     .await;
-    wait_condition(&g.client, n, "team", "SpecValid", "True", TIMEOUT).await;
+    let accepted = wait_condition(&g.client, n, "team", "SpecValid", "True", TIMEOUT).await;
+    let valid = accepted
+        .status
+        .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "SpecValid"))
+        .map(|c| c.message)
+        .unwrap_or_default();
+    assert_eq!(
+        valid,
+        format!("the spec can be applied, within VirtualClusterPolicy {n}-team"),
+        "SpecValid names the governing policy"
+    );
 
     let quotas: Api<ResourceQuota> = Api::namespaced(g.client.clone(), n);
     let network_policies: Api<NetworkPolicy> = Api::namespaced(g.client.clone(), n);
