@@ -1,4 +1,4 @@
-//! The `VirtualCluster` API (`vnest.dev/v1alpha1`): its Rust types, the CRD schema derived
+//! The `VirtualCluster` API (`vnest.dev/v1alpha1`, with its templates and policies): its Rust types, the CRD schema derived
 //! from them (with the defaults and CEL rules the API server enforces), and the value types
 //! users write in it (durations, quantity maps).
 //!
@@ -9,6 +9,7 @@ pub mod activity;
 pub mod duration;
 pub mod meta;
 pub mod patch;
+pub mod policy;
 pub mod quantity;
 pub mod syncer_config;
 pub mod template;
@@ -16,6 +17,7 @@ pub mod translate;
 pub mod virtual_cluster;
 
 pub use duration::{DurationError, DurationSpec};
+pub use policy::{VirtualClusterPolicy, VirtualClusterPolicySpec};
 pub use quantity::{QuantityMap, quantity_value};
 pub use syncer_config::SyncerConfig;
 pub use template::{
@@ -29,7 +31,11 @@ use kube::CustomResourceExt;
 
 /// Every CRD vnest installs, in the order they should be applied.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![VirtualCluster::crd(), VirtualClusterTemplate::crd()]
+    vec![
+        VirtualCluster::crd(),
+        VirtualClusterTemplate::crd(),
+        VirtualClusterPolicy::crd(),
+    ]
 }
 
 /// The CRDs as one multi-document YAML stream, as `crdgen` writes it into the chart.

@@ -8,6 +8,7 @@ pub mod drift;
 pub mod leader;
 pub mod lifecycle;
 pub mod metrics;
+pub mod policy;
 pub mod reconcile;
 pub mod settings;
 pub mod status;

@@ -36,8 +36,8 @@ use kube::{
 use serde_json::json;
 use tracing::{Instrument, info, info_span, warn};
 use vnest_crds::{
-    Phase, RenderedTemplate, VirtualCluster, VirtualClusterStatus, VirtualClusterTemplate,
-    activity, meta,
+    Phase, RenderedTemplate, VirtualCluster, VirtualClusterPolicy, VirtualClusterStatus,
+    VirtualClusterTemplate, activity, meta,
 };
 
 use crate::{
@@ -95,6 +95,7 @@ pub struct Context {
     stores: ChildStores,
     namespaces: Store<PartialObjectMeta<Namespace>>,
     templates: Store<VirtualClusterTemplate>,
+    policies: Store<VirtualClusterPolicy>,
     /// Resolves once every cache has finished its first list. Shared, because a store's own
     /// `wait_until_ready` wakes only the last of several concurrent waiters.
     caches_ready: Shared<BoxFuture<'static, ()>>,
@@ -495,13 +496,53 @@ fn with_template(
     Ok(Some((effective, from)))
 }
 
+/// `vc` with the defaults of the VirtualClusterPolicy selecting its namespace, and that
+/// policy; `Ok(None)` when none does (the operator's flags alone then apply).
+fn with_policy(
+    ctx: &Context,
+    vc: &VirtualCluster,
+) -> Result<Option<(VirtualCluster, Arc<VirtualClusterPolicy>)>, String> {
+    let namespace = vc.namespace().unwrap_or_default();
+    let labels = ctx
+        .namespaces
+        .get(&ObjectRef::new(&namespace))
+        .map(|ns| ns.labels().clone())
+        .unwrap_or_default();
+    let policies = ctx.policies.state();
+    let Some(governing) = crate::policy::governing(&policies, &namespace, &labels)? else {
+        return Ok(None);
+    };
+    let mut effective = vc.clone();
+    effective.spec = crate::policy::with_defaults(governing, &vc.spec)?;
+    let governing = policies
+        .iter()
+        .find(|p| std::ptr::eq(p.as_ref(), governing))
+        .cloned()
+        .unwrap_or_else(|| Arc::new(governing.clone()));
+    Ok(Some((effective, governing)))
+}
+
 async fn apply_all(original: &VirtualCluster, ctx: &Context) -> Result<Action, Error> {
     let templated = with_template(ctx, original);
-    let (vc, template_error, rendered_from) = match &templated {
+    let (templated, template_error, rendered_from) = match &templated {
         Ok(Some((effective, from))) => (effective, None, Some(from.clone())),
         Ok(None) => (original, None, None),
         Err(message) => (original, Some(message.clone()), None),
     };
+    // The policy's defaults go under the template's and the VirtualCluster's own fields.
+    let governed = match template_error {
+        None => with_policy(ctx, templated),
+        Some(_) => Ok(None),
+    };
+    let (vc, policy_error, governing) = match &governed {
+        Ok(Some((effective, policy))) => (effective, None, Some(policy.clone())),
+        Ok(None) => (templated, None, None),
+        Err(message) => (templated, Some(message.clone()), None),
+    };
+    // A template that cannot be used leaves the version last rendered on record; a policy
+    // refusing the rendered spec does not.
+    let template_failed = template_error.is_some();
+    let template_error = template_error.or(policy_error);
     let namespace = vc.namespace().unwrap_or_default();
     let name = vc.name_any();
     let spec = &vc.spec;
@@ -511,13 +552,13 @@ async fn apply_all(original: &VirtualCluster, ctx: &Context) -> Result<Action, E
         spec.export_kubeconfig.secret.name.as_deref(),
     );
     let mut observed = Observed {
+        policy: governing.as_ref().map(|p| p.name_any()),
         generation: vc.metadata.generation,
         distro: spec.control_plane.distro.selected().0.as_str().to_string(),
         kubeconfig_secret: names.kubeconfig_secret.clone(),
         ..Default::default()
     };
 
-    let template_failed = template_error.is_some();
     let spec_error = template_error.or_else(|| {
         let mut errors = validate::validate_name(&name).err().unwrap_or_default();
         errors.extend(
@@ -525,7 +566,12 @@ async fn apply_all(original: &VirtualCluster, ctx: &Context) -> Result<Action, E
                 .err()
                 .unwrap_or_default(),
         );
-        errors.extend(validate::guardrails(spec, ctx.settings.allow_extra_rules));
+        // A policy names the extra rules it allows, for the namespaces it selects; elsewhere
+        // the operator's flag decides.
+        match &governing {
+            Some(policy) => errors.extend(crate::policy::check(policy, spec)),
+            None => errors.extend(validate::guardrails(spec, ctx.settings.allow_extra_rules)),
+        }
         (!errors.is_empty()).then(|| {
             errors
                 .iter()
@@ -913,14 +959,18 @@ pub async fn run(
     let (stores, streams) = ChildStores::start(&client, namespace.as_deref());
     let ns_writer = reflector::store::Writer::<PartialObjectMeta<Namespace>>::default();
     let namespaces = ns_writer.as_reader();
-    children::drive(
-        watcher(
-            Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .default_backoff()
-        .modify(|o| o.managed_fields_mut().clear())
-        .reflect(ns_writer),
+    // Only label changes matter to the controller (they choose the governing policy).
+    let namespace_changes = watcher(
+        Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(|o| o.managed_fields_mut().clear())
+    .reflect(ns_writer)
+    .applied_objects()
+    .predicate_filter(
+        kube::runtime::predicates::labels,
+        kube::runtime::PredicateConfig::default(),
     );
     let template_writer = reflector::store::Writer::<VirtualClusterTemplate>::default();
     let templates = template_writer.as_reader();
@@ -931,6 +981,16 @@ pub async fn run(
     .default_backoff()
     .reflect(template_writer)
     .applied_objects();
+    let policy_writer = reflector::store::Writer::<VirtualClusterPolicy>::default();
+    let policies = policy_writer.as_reader();
+    // Deletions too: a policy removed may free a namespace another policy also selected.
+    let policy_changes = watcher(
+        Api::<VirtualClusterPolicy>::all(client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .default_backoff()
+    .reflect(policy_writer)
+    .touched_objects();
     let recorder = Recorder::new(
         client.clone(),
         kube::runtime::events::Reporter {
@@ -942,10 +1002,12 @@ pub async fn run(
         let stores = stores.clone();
         let namespaces = namespaces.clone();
         let templates = templates.clone();
+        let policies = policies.clone();
         async move {
             stores.wait_until_ready().await;
             let _ = namespaces.wait_until_ready().await;
             let _ = templates.wait_until_ready().await;
+            let _ = policies.wait_until_ready().await;
         }
     }
     .boxed()
@@ -957,6 +1019,7 @@ pub async fn run(
         stores: stores.clone(),
         namespaces: namespaces.clone(),
         templates,
+        policies,
         caches_ready: caches_ready.clone(),
         recorder,
         failures: Mutex::default(),
@@ -988,6 +1051,28 @@ pub async fn run(
             .state()
             .into_iter()
             .filter(|vc| vc.spec.template.as_ref().is_some_and(|t| t.name == name))
+            .map(|vc| ObjectRef::from_obj(vc.as_ref()))
+            .collect::<Vec<_>>()
+    });
+    // A policy change (its selector, bounds or defaults, or its removal) may concern any
+    // VirtualCluster its old or new selector matched; the old selector is gone, so all are
+    // looked at again. A reconcile with nothing to change writes nothing.
+    let virtual_clusters = controller.store();
+    controller = controller.watches_stream(policy_changes, move |_policy| {
+        virtual_clusters
+            .state()
+            .into_iter()
+            .map(|vc| ObjectRef::from_obj(vc.as_ref()))
+            .collect::<Vec<_>>()
+    });
+    // A namespace's labels decide which policy governs it.
+    let virtual_clusters = controller.store();
+    controller = controller.watches_stream(namespace_changes, move |ns| {
+        let name = ns.name_any();
+        virtual_clusters
+            .state()
+            .into_iter()
+            .filter(|vc| vc.namespace().as_deref() == Some(name.as_str()))
             .map(|vc| ObjectRef::from_obj(vc.as_ref()))
             .collect::<Vec<_>>()
     });

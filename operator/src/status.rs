@@ -35,6 +35,9 @@ pub struct Observed {
     /// deletion), which keeps what the status said.
     pub lifecycle: Option<Decision>,
     pub last_activity: Option<DateTime<Utc>>,
+    /// The VirtualClusterPolicy the spec was checked against, named in `SpecValid` (a message,
+    /// not a status field: an older CRD on the host would refuse the whole status write).
+    pub policy: Option<String>,
 }
 
 fn sleep_message(reason: SleepReason, since: DateTime<Utc>) -> String {
@@ -94,7 +97,12 @@ pub fn compute(
             SPEC_VALID,
             true,
             "Valid",
-            "the spec can be applied".into(),
+            match &observed.policy {
+                Some(policy) => {
+                    format!("the spec can be applied, within VirtualClusterPolicy {policy}")
+                }
+                None => "the spec can be applied".into(),
+            },
             generation,
             &now,
         ),

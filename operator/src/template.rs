@@ -98,7 +98,12 @@ fn spec_schema() -> &'static Value {
 /// the object, and a value equal to its default cannot be told from one left unset, so only
 /// values that differ from their defaults override the template.
 pub fn user_fields(vc: &VirtualCluster) -> Value {
-    let spec = serde_json::to_value(&vc.spec).unwrap_or(Value::Null);
+    set_fields(&vc.spec)
+}
+
+/// The parts of `spec` whose values differ from their schema defaults (see [`user_fields`]).
+pub fn set_fields(spec: &VirtualClusterSpec) -> Value {
+    let spec = serde_json::to_value(spec).unwrap_or(Value::Null);
     non_default(&spec, spec_schema()).unwrap_or_else(|| Value::Object(Map::new()))
 }
 

@@ -91,6 +91,10 @@ fn chart_lints_and_its_schema_refuses_bad_values_by_name() {
         ("metrics.port=70000", "/metrics/port"),
         ("watchNamespaces[0]=Not_A_Namespace", "/watchNamespaces/0"),
         ("replica=2", "'replica' not allowed"),
+        (
+            "defaultPolicy.namespaceSelector.matchExpressions[0].operator=Like",
+            "/defaultPolicy/namespaceSelector/matchExpressions/0/operator",
+        ),
     ] {
         let err = helm(&["lint", chart, "--set", set]).expect_err(set);
         assert!(
@@ -149,6 +153,11 @@ fn chart_renders_a_leader_elected_operator_with_least_rbac() {
         "{rules:?}"
     );
     assert_eq!(
+        verbs_on("virtualclusterpolicies"),
+        ["get", "list", "watch"],
+        "policies are read, never written: {rules:?}"
+    );
+    assert_eq!(
         verbs_on("endpointslices"),
         ["get", "list", "watch", "create", "patch", "delete"],
         "{rules:?}"
@@ -175,6 +184,23 @@ fn chart_renders_a_leader_elected_operator_with_least_rbac() {
         !rules.iter().any(|r| r.verbs.iter().any(|v| v == "*")
             || r.resources.iter().flatten().any(|res| res == "*")),
         "no wildcards: {rules:?}"
+    );
+
+    // The default policy: every namespace without `vnest.dev/policy`, no extra rules.
+    let policy = find(&docs, "VirtualClusterPolicy").expect("the default policy");
+    assert_eq!(policy["metadata"]["name"], "rel-vnest-operator-default");
+    assert_eq!(
+        policy["spec"]["namespaceSelector"],
+        json!({ "matchExpressions": [{ "key": "vnest.dev/policy", "operator": "DoesNotExist" }] })
+    );
+    assert_eq!(policy["spec"]["minPodSecurityStandard"], "baseline");
+    assert!(policy["spec"]["rbac"].is_null(), "{policy}");
+    assert!(
+        find(
+            &render(&["defaultPolicy.enabled=false"]),
+            "VirtualClusterPolicy"
+        )
+        .is_none()
     );
 
     let docs = render(&[
@@ -222,6 +248,39 @@ fn chart_renders_a_leader_elected_operator_with_least_rbac() {
         "{args:?}"
     );
     assert!(args.contains(&"--kubernetes-image=registry.local/kubernetes:v1.37.2".to_string()));
+    // allowExtraRules keeps its meaning in the namespaces the default policy governs.
+    let policy = find(&docs, "VirtualClusterPolicy").expect("the default policy");
+    assert_eq!(
+        policy["spec"]["rbac"]["role"]["allowedRules"][0]["verbs"],
+        json!(["*"])
+    );
+}
+
+/// The default policy the chart renders is one the API server accepts as written (a strict
+/// server-side dry run: a real one would govern every test namespace on the shared bed).
+#[tokio::test]
+async fn the_default_policy_is_accepted_strictly() {
+    let client = bed().host().await;
+    crd::install(&client).await;
+    for sets in [&[][..], &["allowExtraRules=true"][..]] {
+        let docs = render(sets);
+        let policy = find(&docs, "VirtualClusterPolicy").expect("the default policy");
+        let obj: kube::api::DynamicObject = serde_json::from_value(policy.clone()).unwrap();
+        let api: Api<kube::api::DynamicObject> = Api::all_with(
+            client.clone(),
+            &kube::core::ApiResource::erase::<vnest_crds::VirtualClusterPolicy>(&()),
+        );
+        let mut params = kube::api::PatchParams::apply("vnest-tests");
+        params.field_validation = Some(kube::api::ValidationDirective::Strict);
+        params.dry_run = true;
+        api.patch(
+            &obj.metadata.name.clone().unwrap(),
+            &params,
+            &kube::api::Patch::Apply(&obj),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("the default policy {sets:?} is refused: {e}"));
+    }
 }
 
 /// An operator on the installed chart's ServiceAccount token can make a VirtualCluster Ready and clean it up.
@@ -242,6 +301,10 @@ async fn installed_chart_rbac_is_enough_to_run_and_clean_up_a_virtual_cluster() 
         "--skip-crds",
         "--set",
         "replicas=1",
+        // A real default policy would govern every namespace of the shared bed (other tests'
+        // too); it is checked by rendering and a dry run instead.
+        "--set",
+        "defaultPolicy.enabled=false",
     ])
     .expect("helm install");
 

@@ -134,7 +134,11 @@ fn control_plane_resources(input: &Input) -> Value {
         .resources
         .as_ref()
         .map_or_else(
-            || resources("200m", "256Mi", "1", "1Gi"),
+            || {
+                let (cpu, memory) = super::DEFAULT_CONTROL_PLANE_REQUESTS;
+                let (cpu_limit, memory_limit) = super::DEFAULT_CONTROL_PLANE_LIMITS;
+                resources(cpu, memory, cpu_limit, memory_limit)
+            },
             |r| serde_json::to_value(r).unwrap_or_default(),
         )
 }

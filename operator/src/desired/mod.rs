@@ -9,6 +9,13 @@ mod rbac;
 mod secrets;
 mod workload;
 
+/// The control plane's data claim size when the spec sets none.
+pub const DEFAULT_PERSISTENCE_SIZE: &str = "5Gi";
+/// The control-plane container's `(cpu, memory)` requests when the spec sets no resources.
+pub const DEFAULT_CONTROL_PLANE_REQUESTS: (&str, &str) = ("200m", "256Mi");
+/// The control-plane container's `(cpu, memory)` limits when the spec sets no resources.
+pub const DEFAULT_CONTROL_PLANE_LIMITS: (&str, &str) = ("1", "1Gi");
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::{

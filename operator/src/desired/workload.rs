@@ -10,7 +10,7 @@ use super::{
     secrets,
 };
 
-const DEFAULT_PERSISTENCE_SIZE: &str = "5Gi";
+use super::DEFAULT_PERSISTENCE_SIZE;
 /// The uid and gid every container runs as (distroless's `nonroot`).
 const RUN_AS: i64 = 65532;
 
