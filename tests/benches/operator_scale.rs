@@ -257,6 +257,8 @@ async fn main() {
     );
     let writes = settled_writes(&op, Duration::from_secs(5)).await;
     let reconciles = op.counter("vnest_reconcile_total").await.unwrap();
+    // Full single-object reads (0 on builds before the metadata-only caches, which had none).
+    let reads = op.counter("vnest_api_reads_total").await.unwrap();
     let settle_time = started.elapsed();
     println!("writes until settled:");
     print_write_changes("", &op.metrics().await.unwrap_or_default());
@@ -264,6 +266,7 @@ async fn main() {
     let before_idle = op.metrics().await.unwrap_or_default();
     tokio::time::sleep(Duration::from_secs(30)).await;
     let idle_writes = op.counter("vnest_api_writes_total").await.unwrap() - writes;
+    let idle_reads = op.counter("vnest_api_reads_total").await.unwrap() - reads;
     if idle_writes > 0.0 {
         print_write_changes(&before_idle, &op.metrics().await.unwrap_or_default());
     }
@@ -289,6 +292,7 @@ async fn main() {
     .await;
     let resync_time = resync_started.elapsed();
     let resync_writes = resync.counter("vnest_api_writes_total").await.unwrap();
+    let resync_reads = resync.counter("vnest_api_reads_total").await.unwrap();
     if resync_writes > 0.0 {
         print_write_changes("", &resync.metrics().await.unwrap_or_default());
     }
@@ -318,9 +322,13 @@ async fn main() {
         "  API writes per VirtualCluster    {:>8.1} (incl. status and events)",
         writes / n as f64
     );
-    println!("  writes in 30 s idle              {idle_writes:>8.0}");
     println!(
-        "  full resync: {n} reconciles in {:.1} s, writes {resync_writes:.0}",
+        "  API reads per VirtualCluster     {:>8.1} (single objects, not watches)",
+        reads / n as f64
+    );
+    println!("  writes in 30 s idle              {idle_writes:>8.0} (reads {idle_reads:.0})");
+    println!(
+        "  full resync: {n} reconciles in {:.1} s, writes {resync_writes:.0}, reads {resync_reads:.0}",
         resync_time.as_secs_f64()
     );
     println!(
