@@ -1,13 +1,19 @@
-//! Reading and writing the host objects a VirtualCluster owns. Reads come from watch caches
-//! (one reflector per kind, filtered to operator-made objects); writes are server-side applies
-//! with one field manager, sent only when [`drift::needs_apply`] says so.
+//! Reading and writing the host objects a VirtualCluster owns. Reads come from metadata-only
+//! watch caches (one per kind, filtered to operator-made objects; see [`drift`] for how drift
+//! shows in metadata); a child is read in full only when its metadata says it may have
+//! drifted, or for the few fields a reconcile needs ([`content`]), and then only after it
+//! changed. Writes are server-side applies with one field manager.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, DynamicObject, Patch, PatchParams, TypeMeta, ValidationDirective},
+    api::{DeleteParams, DynamicObject, Patch, PatchParams, ValidationDirective},
+    core::PartialObjectMeta,
     runtime::{
         WatchStreamExt,
         reflector::{self, ObjectRef, Store},
@@ -18,8 +24,9 @@ use serde_json::Value;
 use vnest_crds::meta;
 
 use crate::{
+    content,
     desired::{Child, ChildKind},
-    drift,
+    drift::{self, Check},
     metrics::Metrics,
 };
 
@@ -34,10 +41,23 @@ pub enum Applied {
     Unchanged,
 }
 
-/// Watch caches of the operator-made objects of every [`ChildKind`].
+/// A child's metadata as cached: labels, annotations, owner references, and of managedFields
+/// only the digest of the operator's entry.
+pub type ChildMeta = PartialObjectMeta<DynamicObject>;
+
+/// One child: its kind, namespace (empty when cluster-scoped) and name.
+type Key = (ChildKind, String, String);
+
+/// Metadata caches of the operator-made objects of every [`ChildKind`], with what this process
+/// learnt about each child beyond its metadata.
 #[derive(Clone)]
 pub struct ChildStores {
-    stores: Arc<HashMap<ChildKind, Store<DynamicObject>>>,
+    stores: Arc<HashMap<ChildKind, Store<ChildMeta>>>,
+    /// The [`drift::owned_fields`] digest each child had when last applied or read in full and
+    /// found as desired.
+    verified: Arc<Mutex<HashMap<Key, String>>>,
+    /// [`content::keep`] of each child read for its content, with the resourceVersion read.
+    content: Arc<Mutex<HashMap<Key, (String, Value)>>>,
 }
 
 /// The label selector matching objects the operator made.
@@ -45,42 +65,54 @@ pub fn managed_selector() -> String {
     format!("{}={}", meta::LABEL_MANAGED_BY, meta::OPERATOR_MANAGER)
 }
 
-type TriggerStream = futures::stream::BoxStream<'static, Result<DynamicObject, watcher::Error>>;
+type TriggerStream = futures::stream::BoxStream<'static, Result<ChildMeta, watcher::Error>>;
+
+fn key(kind: ChildKind, namespace: Option<&str>, name: &str) -> Key {
+    let namespace = namespace.filter(|_| !kind.is_cluster_scoped());
+    (
+        kind,
+        namespace.unwrap_or_default().to_string(),
+        name.to_string(),
+    )
+}
 
 impl ChildStores {
-    /// Starts a reflector per kind over `namespace` (or all). Returns the stores and, per kind,
-    /// the stream that must be polled to keep the store filled (the controller polls it as an
-    /// `owns` trigger).
+    /// Starts a metadata reflector per kind over `namespace` (or all). Returns the stores and,
+    /// per kind, the stream that must be polled to keep the store filled (the controller polls
+    /// it as an `owns` trigger).
     pub fn start(
         client: &Client,
         namespace: Option<&str>,
     ) -> (Self, Vec<(ChildKind, TriggerStream)>) {
         let mut stores = HashMap::new();
         let mut streams = Vec::new();
+        let this = ChildStores {
+            stores: Arc::default(),
+            verified: Arc::default(),
+            content: Arc::default(),
+        };
         for kind in ChildKind::ALL {
             let ar = kind.api_resource();
-            let api: Api<DynamicObject> = match namespace {
+            let api: Api<ChildMeta> = match namespace {
                 Some(ns) if !kind.is_cluster_scoped() => {
                     Api::namespaced_with(client.clone(), ns, &ar)
                 }
                 _ => Api::all_with(client.clone(), &ar),
             };
-            let writer = reflector::store::Writer::<DynamicObject>::new(ar.clone());
+            let writer = reflector::store::Writer::<ChildMeta>::new(ar.clone());
             let reader = writer.as_reader();
             let config = watcher::Config::default()
                 .labels(&managed_selector())
                 .any_semantic();
-            // List items come without apiVersion/kind (watch events carry them); restore
-            // them, or every child would look drifted to a freshly started operator.
-            let types = TypeMeta {
-                api_version: ar.api_version.clone(),
-                kind: ar.kind.clone(),
-            };
+            let forget = this.clone();
             let stream = watcher(api, config)
                 .default_backoff()
-                .modify(move |o| {
-                    o.managed_fields_mut().clear();
-                    o.types = Some(types.clone());
+                .modify(|o| drift::compact_managed_fields(&mut o.metadata, FIELD_MANAGER))
+                .map_ok(move |event| {
+                    if let watcher::Event::Delete(o) = &event {
+                        forget.forget(&key(kind, o.namespace().as_deref(), &o.name_any()));
+                    }
+                    event
                 })
                 .reflect(writer)
                 // Deletions too: a child someone deleted must trigger its owner's reconcile,
@@ -92,12 +124,13 @@ impl ChildStores {
         (
             ChildStores {
                 stores: Arc::new(stores),
+                ..this
             },
             streams,
         )
     }
 
-    pub fn store(&self, kind: ChildKind) -> &Store<DynamicObject> {
+    pub fn store(&self, kind: ChildKind) -> &Store<ChildMeta> {
         &self.stores[&kind]
     }
 
@@ -106,12 +139,65 @@ impl ChildStores {
         kind: ChildKind,
         namespace: Option<&str>,
         name: &str,
-    ) -> Option<Arc<DynamicObject>> {
+    ) -> Option<Arc<ChildMeta>> {
         let mut key = ObjectRef::new_with(name, kind.api_resource());
         if let Some(ns) = namespace.filter(|_| !kind.is_cluster_scoped()) {
             key = key.within(ns);
         }
         self.store(kind).get(&key)
+    }
+
+    /// The [`content::paths`] of a child, or None when the cache has no such child. Read from
+    /// the API server only when the child changed since last read.
+    pub async fn content(
+        &self,
+        client: &Client,
+        metrics: &Metrics,
+        kind: ChildKind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, kube::Error> {
+        let Some(cached) = self.get(kind, Some(namespace), name) else {
+            return Ok(None);
+        };
+        let key = key(kind, Some(namespace), name);
+        let version = cached.resource_version().unwrap_or_default();
+        if let Some((read_at, kept)) = self.content.lock().unwrap().get(&key)
+            && *read_at == version
+        {
+            return Ok(Some(kept.clone()));
+        }
+        metrics.read(&format!("{kind:?}"), "content");
+        let Some(object) = api_for(client, kind, namespace).get_opt(name).await? else {
+            return Ok(None);
+        };
+        let kept = content::keep(
+            &serde_json::to_value(&object).unwrap_or_default(),
+            content::paths(kind),
+        );
+        let version = object.resource_version().unwrap_or_default();
+        self.content
+            .lock()
+            .unwrap()
+            .insert(key, (version, kept.clone()));
+        Ok(Some(kept))
+    }
+
+    fn verified(&self, key: &Key) -> Option<String> {
+        self.verified.lock().unwrap().get(key).cloned()
+    }
+
+    fn set_verified(&self, key: Key, digest: Option<String>) {
+        let mut verified = self.verified.lock().unwrap();
+        match digest {
+            Some(digest) => verified.insert(key, digest),
+            None => verified.remove(&key),
+        };
+    }
+
+    fn forget(&self, key: &Key) {
+        self.verified.lock().unwrap().remove(key);
+        self.content.lock().unwrap().remove(key);
     }
 
     /// Resolves once every cache has completed its first list.
@@ -137,7 +223,8 @@ fn apply_params() -> PatchParams {
     params
 }
 
-/// Applies `child` unless the cache shows it is already as desired.
+/// Applies `child` unless it is already as desired: trusted from its cached metadata when
+/// verified before and untouched since, otherwise read in full and compared.
 pub async fn apply(
     client: &Client,
     stores: &ChildStores,
@@ -146,17 +233,41 @@ pub async fn apply(
     child: &Child,
 ) -> Result<Applied, kube::Error> {
     let (object, hash) = drift::with_hash(child.object.clone());
-    let actual = stores
-        .get(child.kind, Some(namespace), &child.name)
-        .map(|o| serde_json::to_value(o.as_ref()).unwrap_or(Value::Null));
-    if !drift::needs_apply(&object, &hash, actual.as_ref()) {
-        return Ok(Applied::Unchanged);
+    let key = key(child.kind, Some(namespace), &child.name);
+    let cached = stores.get(child.kind, Some(namespace), &child.name);
+    let api = api_for(client, child.kind, namespace);
+    let verified = stores.verified(&key);
+    let mut exists = cached.is_some();
+    match drift::check(
+        cached.as_ref().map(|o| &o.metadata),
+        &hash,
+        verified.as_deref(),
+        FIELD_MANAGER,
+    ) {
+        Check::Trusted => return Ok(Applied::Unchanged),
+        Check::Suspect => {
+            metrics.read(&format!("{:?}", child.kind), "verify");
+            let actual = api.get_opt(&child.name).await?;
+            exists = actual.is_some();
+            if let Some(actual) = actual {
+                let owned = drift::owned_fields(&actual.metadata, FIELD_MANAGER);
+                let value = serde_json::to_value(&actual).unwrap_or(Value::Null);
+                // As desired but owned by nobody (managedFields reset): applying once takes
+                // the fields back, so that a later edit shows in the digest again.
+                if owned.is_some() && !drift::needs_apply(&object, &hash, Some(&value)) {
+                    stores.set_verified(key, owned);
+                    return Ok(Applied::Unchanged);
+                }
+            }
+        }
+        Check::Missing | Check::Stale => {}
     }
-    api_for(client, child.kind, namespace)
+    let applied = api
         .patch(&child.name, &apply_params(), &Patch::Apply(&object))
         .await?;
     metrics.write(&format!("{:?}", child.kind), "apply");
-    Ok(if actual.is_some() {
+    stores.set_verified(key, drift::owned_fields(&applied.metadata, FIELD_MANAGER));
+    Ok(if exists {
         Applied::Updated
     } else {
         Applied::Created
@@ -182,6 +293,7 @@ pub async fn remove(
     {
         Ok(_) => {
             metrics.write(&format!("{kind:?}"), "delete");
+            stores.forget(&key(kind, Some(namespace), name));
             Ok(true)
         }
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),

@@ -1,7 +1,14 @@
-//! Deciding whether a child must be applied, without a request: it must when it is missing,
-//! when its applied-hash annotation says the desired state changed, or when someone edited a
-//! field the operator owns. An idle resync therefore writes nothing.
+//! Deciding whether a child must be applied. It must when it is missing, when its
+//! applied-hash annotation says the desired state changed, or when someone edited a field the
+//! operator owns. The first two show in the child's metadata. So does the third: a write by
+//! anyone else that changes or removes a field the operator applied takes that field out of
+//! the operator's managedFields entry (server-side apply moves ownership of every field an
+//! update changes, and drops removed fields from every owner). The watch caches therefore
+//! hold metadata only, with the operator's entry reduced to a digest ([`compact_managed_fields`]);
+//! a child whose digest differs from the one last verified is read in full and compared with
+//! [`contains`]. An idle resync therefore writes nothing and reads nothing.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ObjectMeta};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use vnest_crds::{meta, quantity_value};
@@ -64,8 +71,92 @@ pub fn needs_apply(desired: &Value, hash: &str, actual: Option<&Value>) -> bool 
     applied != Some(hash) || !contains(actual, desired)
 }
 
+/// Digest of the fields `manager` owns on the main resource through server-side apply, or
+/// None when it owns none there. Stable across status writes, renewals and edits of fields it
+/// does not own; changed by any write that takes or removes one of its fields.
+pub fn owned_fields(meta: &ObjectMeta, manager: &str) -> Option<String> {
+    let entry = meta.managed_fields.as_ref()?.iter().find(|e| {
+        e.manager.as_deref() == Some(manager)
+            && e.operation.as_deref() == Some("Apply")
+            && e.subresource.as_deref().unwrap_or_default().is_empty()
+    })?;
+    let fields = &entry.fields_v1.as_ref()?.0;
+    Some(match fields {
+        // Already reduced by `compact_managed_fields` (the server always sends an object).
+        Value::String(digest) => digest.clone(),
+        fields => {
+            let version = entry.api_version.as_deref().unwrap_or_default();
+            let digest = Sha256::digest(format!("{version} {fields}").as_bytes());
+            digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
+        }
+    })
+}
+
+/// Keeps of `meta.managedFields` only what [`owned_fields`] reads: `manager`'s applied entry,
+/// its field set replaced by the digest. Other managers' entries, often larger than the
+/// object they describe, are dropped.
+pub fn compact_managed_fields(meta: &mut ObjectMeta, manager: &str) {
+    let digest = owned_fields(meta, manager);
+    let Some(entries) = meta.managed_fields.as_mut() else {
+        return;
+    };
+    let Some(digest) = digest else {
+        entries.clear();
+        return;
+    };
+    entries.retain(|e| {
+        e.manager.as_deref() == Some(manager)
+            && e.operation.as_deref() == Some("Apply")
+            && e.subresource.as_deref().unwrap_or_default().is_empty()
+    });
+    entries.truncate(1);
+    for entry in entries.iter_mut() {
+        entry.fields_v1 = Some(FieldsV1(Value::String(digest.clone())));
+        entry.time = None;
+    }
+}
+
+/// What the metadata of a cached child says about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Check {
+    /// Not there: create it.
+    Missing,
+    /// Applied from another desired state (or its annotation was edited): apply.
+    Stale,
+    /// As last verified, and nobody took a field since: leave it.
+    Trusted,
+    /// Not verified since this process started, or someone took or removed a field the
+    /// operator owns: read it in full and compare.
+    Suspect,
+}
+
+/// Classifies a cached child by its metadata alone. `verified` is the [`owned_fields`] digest
+/// recorded when the operator last applied the child or found it as desired.
+pub fn check(
+    cached: Option<&ObjectMeta>,
+    hash: &str,
+    verified: Option<&str>,
+    manager: &str,
+) -> Check {
+    let Some(cached) = cached else {
+        return Check::Missing;
+    };
+    let applied = cached
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(meta::ANNOTATION_APPLIED_HASH));
+    if applied.map(String::as_str) != Some(hash) {
+        return Check::Stale;
+    }
+    match owned_fields(cached, manager) {
+        Some(owned) if verified == Some(owned.as_str()) => Check::Trusted,
+        _ => Check::Suspect,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
     use serde_json::json;
 
     use super::*;
@@ -124,5 +215,134 @@ mod tests {
         assert!(needs_apply(&a, &hash_a, None));
         assert!(!needs_apply(&a, &hash_a, Some(&a)));
         assert!(needs_apply(&a, &hash_b, Some(&a)));
+    }
+
+    fn entry(
+        manager: &str,
+        operation: &str,
+        subresource: Option<&str>,
+        fields: Value,
+    ) -> ManagedFieldsEntry {
+        ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            operation: Some(operation.into()),
+            subresource: subresource.map(Into::into),
+            api_version: Some("apps/v1".into()),
+            fields_type: Some("FieldsV1".into()),
+            fields_v1: Some(FieldsV1(fields)),
+            time: None,
+        }
+    }
+
+    fn meta_with(hash: &str, entries: Vec<ManagedFieldsEntry>) -> ObjectMeta {
+        ObjectMeta {
+            annotations: Some(
+                [(meta::ANNOTATION_APPLIED_HASH.to_string(), hash.to_string())].into(),
+            ),
+            managed_fields: Some(entries),
+            ..Default::default()
+        }
+    }
+
+    const ME: &str = "vnest-operator";
+
+    fn ours() -> ManagedFieldsEntry {
+        entry(
+            ME,
+            "Apply",
+            None,
+            json!({ "f:spec": { "f:replicas": {}, "f:template": {} } }),
+        )
+    }
+
+    #[test]
+    fn the_digest_ignores_status_writers_and_other_managers_but_not_a_taken_field() {
+        let alone = meta_with("h", vec![ours()]);
+        let digest = owned_fields(&alone, ME).unwrap();
+        let busy = meta_with(
+            "h",
+            vec![
+                entry(
+                    "kube-controller-manager",
+                    "Update",
+                    Some("status"),
+                    json!({ "f:status": {} }),
+                ),
+                ours(),
+                entry(
+                    "vnest-syncer",
+                    "Update",
+                    None,
+                    json!({ "f:spec": { "f:renewTime": {} } }),
+                ),
+            ],
+        );
+        assert_eq!(owned_fields(&busy, ME).as_ref(), Some(&digest));
+        // `kubectl scale` took spec.replicas: it left the operator's set.
+        let scaled = meta_with(
+            "h",
+            vec![
+                entry(ME, "Apply", None, json!({ "f:spec": { "f:template": {} } })),
+                entry(
+                    "kubectl",
+                    "Update",
+                    Some("scale"),
+                    json!({ "f:spec": { "f:replicas": {} } }),
+                ),
+            ],
+        );
+        assert_ne!(owned_fields(&scaled, ME).as_ref(), Some(&digest));
+        // Fields the operator only updated (not applied) do not count as owned.
+        let updated = meta_with(
+            "h",
+            vec![entry(ME, "Update", None, json!({ "f:data": {} }))],
+        );
+        assert_eq!(owned_fields(&updated, ME), None);
+    }
+
+    #[test]
+    fn compacting_keeps_the_digest_and_drops_everything_else() {
+        let mut meta = meta_with(
+            "h",
+            vec![
+                entry(
+                    "kube-controller-manager",
+                    "Update",
+                    Some("status"),
+                    json!({ "f:status": {} }),
+                ),
+                ours(),
+            ],
+        );
+        let digest = owned_fields(&meta, ME);
+        compact_managed_fields(&mut meta, ME);
+        assert_eq!(meta.managed_fields.as_ref().unwrap().len(), 1);
+        assert_eq!(owned_fields(&meta, ME), digest);
+        compact_managed_fields(&mut meta, ME);
+        assert_eq!(owned_fields(&meta, ME), digest);
+
+        let mut foreign = meta_with("h", vec![entry("kubectl-edit", "Update", None, json!({}))]);
+        compact_managed_fields(&mut foreign, ME);
+        assert_eq!(foreign.managed_fields, Some(vec![]));
+    }
+
+    #[test]
+    fn only_an_unchanged_verified_child_is_trusted() {
+        let meta = meta_with("h", vec![ours()]);
+        let digest = owned_fields(&meta, ME).unwrap();
+        assert_eq!(check(None, "h", None, ME), Check::Missing);
+        assert_eq!(check(Some(&meta), "other", Some(&digest), ME), Check::Stale);
+        assert_eq!(
+            check(Some(&ObjectMeta::default()), "h", None, ME),
+            Check::Stale
+        );
+        assert_eq!(check(Some(&meta), "h", Some(&digest), ME), Check::Trusted);
+        // Never verified by this process (a restart): read once.
+        assert_eq!(check(Some(&meta), "h", None, ME), Check::Suspect);
+        // Verified before someone took a field.
+        assert_eq!(check(Some(&meta), "h", Some("before"), ME), Check::Suspect);
+        // The operator's entry gone altogether (managedFields reset by an update).
+        let reset = meta_with("h", vec![entry("kubectl-edit", "Update", None, json!({}))]);
+        assert_eq!(check(Some(&reset), "h", Some(&digest), ME), Check::Suspect);
     }
 }

@@ -25,6 +25,10 @@ pub struct Metrics {
     pub reconcile_duration: Histogram,
     /// Create/update/delete requests the reconciler sent, by kind and verb.
     pub api_writes: IntCounterVec,
+    /// Full reads the reconciler sent (its caches hold metadata only), by kind and why:
+    /// `verify` (a child not verified yet, or with a field taken), `content` (a field a
+    /// reconcile needs, read again only after the object changed), `certificates`.
+    pub api_reads: IntCounterVec,
     pub virtual_clusters: IntGaugeVec,
     /// VirtualClusters scaled to zero, by reason (`Paused`, `Schedule`, `Inactivity`).
     pub sleeping: IntGaugeVec,
@@ -70,6 +74,14 @@ impl Default for Metrics {
             &["kind", "verb"],
         )
         .unwrap();
+        let api_reads = IntCounterVec::new(
+            Opts::new(
+                "vnest_api_reads_total",
+                "Single-object reads the operator sent to the API server",
+            ),
+            &["kind", "purpose"],
+        )
+        .unwrap();
         let virtual_clusters = IntGaugeVec::new(
             Opts::new("vnest_virtual_clusters", "VirtualClusters by phase"),
             &["phase"],
@@ -105,6 +117,7 @@ impl Default for Metrics {
             Box::new(reconcile_errors.clone()),
             Box::new(reconcile_duration.clone()),
             Box::new(api_writes.clone()),
+            Box::new(api_reads.clone()),
             Box::new(virtual_clusters.clone()),
             Box::new(sleeping.clone()),
             Box::new(sleeps.clone()),
@@ -126,6 +139,7 @@ impl Default for Metrics {
             reconcile_errors,
             reconcile_duration,
             api_writes,
+            api_reads,
             virtual_clusters,
             sleeping,
             sleeps,
@@ -139,6 +153,10 @@ impl Default for Metrics {
 impl Metrics {
     pub fn write(&self, kind: &str, verb: &str) {
         self.api_writes.with_label_values(&[kind, verb]).inc();
+    }
+
+    pub fn read(&self, kind: &str, purpose: &str) {
+        self.api_reads.with_label_values(&[kind, purpose]).inc();
     }
 
     pub fn render(&self) -> String {

@@ -196,16 +196,10 @@ async fn ensure_certs(
     let name = &input_names.certs_secret;
     let cluster = format!("{namespace}/{}", vc.name_any());
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-    let cached = ctx.stores.get(ChildKind::Secret, Some(&namespace), name);
-    let existing = match cached {
-        Some(obj) => Some(
-            serde_json::from_value::<Secret>(
-                serde_json::to_value(obj.as_ref()).unwrap_or_default(),
-            )
-            .unwrap_or_default(),
-        ),
-        None => api.get_opt(name).await?,
-    };
+    // Read each time rather than cached: a thousand clusters' keys and certificates would
+    // be a large part of the operator's memory.
+    ctx.metrics.read("Secret", "certificates");
+    let existing = api.get_opt(name).await?;
     if let Some(secret) = existing {
         let certs = Certs::from_secret_data(name, &secret.data.unwrap_or_default())?;
         if let Some(reissued) = certs.with_server_sans(&cluster, sans)? {
@@ -353,13 +347,27 @@ fn child_reference(kind: ChildKind, namespace: &str, name: &str) -> ObjectRefere
     }
 }
 
-fn statefulset_replicas(ctx: &Context, namespace: &str, name: &str) -> Option<(i32, i32)> {
-    let sts = ctx
+async fn statefulset_replicas(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<(i32, i32)>, kube::Error> {
+    let Some(sts) = ctx
         .stores
-        .get(ChildKind::StatefulSet, Some(namespace), name)?;
-    let status = &sts.data["status"];
+        .content(
+            &ctx.client,
+            &ctx.metrics,
+            ChildKind::StatefulSet,
+            namespace,
+            name,
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
+    let status = &sts["status"];
     let number = |key: &str| status[key].as_i64().unwrap_or(0) as i32;
-    Some((number("replicas"), number("readyReplicas")))
+    Ok(Some((number("replicas"), number("readyReplicas"))))
 }
 
 /// Makes sure the PKI exists, then applies every child and removes the disabled ones.
@@ -377,8 +385,16 @@ async fn apply_children(
     let spec = &vc.spec;
     let cluster_ip = ctx
         .stores
-        .get(ChildKind::Service, Some(&namespace), &names.service)
-        .and_then(|svc| svc.data["spec"]["clusterIP"].as_str().map(str::to_string))
+        .content(
+            &ctx.client,
+            &ctx.metrics,
+            ChildKind::Service,
+            &namespace,
+            &names.service,
+        )
+        .await
+        .map_err(|err| format!("reading Service {}: {err}", names.service))?
+        .and_then(|svc| svc["spec"]["clusterIP"].as_str().map(str::to_string))
         .filter(|ip| !ip.is_empty() && ip != "None");
     let sans = desired::server_sans(
         &namespace,
@@ -595,7 +611,7 @@ async fn apply_all(original: &VirtualCluster, ctx: &Context) -> Result<Action, E
             .as_ref()
             .and_then(|s| s.endpoint.clone())
             .unwrap_or_default();
-        observed.statefulset = statefulset_replicas(ctx, &namespace, &names.statefulset);
+        observed.statefulset = statefulset_replicas(ctx, &namespace, &names.statefulset).await?;
         let mut new_status = status::compute(vc.status.as_ref(), &observed, Time(Timestamp::now()));
         // A template that cannot be used leaves the version last rendered on record.
         if !template_failed {
@@ -609,13 +625,21 @@ async fn apply_all(original: &VirtualCluster, ctx: &Context) -> Result<Action, E
     let now = facts::now();
     let lease_activity = ctx
         .stores
-        .get(
+        .content(
+            &ctx.client,
+            &ctx.metrics,
             ChildKind::Lease,
-            Some(&namespace),
+            &namespace,
             &activity::lease_name(&name),
         )
-        .and_then(|o| serde_json::from_value::<Lease>(serde_json::to_value(o.as_ref()).ok()?).ok())
-        .and_then(|lease| activity::last_activity(&lease));
+        .await?
+        .and_then(|o| {
+            let spec = serde_json::from_value(o["spec"].clone()).ok()?;
+            activity::last_activity(&Lease {
+                spec: Some(spec),
+                ..Default::default()
+            })
+        });
     let facts = facts::facts(vc, lease_activity);
     let policy = Policy::from_spec(spec).map_err(Error::Apply)?;
     let decision = decide::decide(&policy, &facts, now);
@@ -625,7 +649,9 @@ async fn apply_all(original: &VirtualCluster, ctx: &Context) -> Result<Action, E
     let asleep = matches!(decision.desired, Desired::Asleep { .. });
     let replicas = if asleep { 0 } else { 1 };
     let auto_wakeup = policy.sleep.as_ref().is_some_and(|s| s.auto_wakeup);
-    let ready = statefulset_replicas(ctx, &namespace, &names.statefulset).map_or(0, |(_, r)| r);
+    let ready = statefulset_replicas(ctx, &namespace, &names.statefulset)
+        .await?
+        .map_or(0, |(_, r)| r);
     let wake = ctx
         .settings
         .wake
@@ -671,7 +697,7 @@ async fn apply_all(original: &VirtualCluster, ctx: &Context) -> Result<Action, E
     }
 
     observed.apply_error = apply_error.clone();
-    observed.statefulset = statefulset_replicas(ctx, &namespace, &names.statefulset);
+    observed.statefulset = statefulset_replicas(ctx, &namespace, &names.statefulset).await?;
     let mut new_status = status::compute(vc.status.as_ref(), &observed, facts::to_time(now));
     new_status.template = rendered_from;
     ctx.record_phase(ObjectRef::from_obj(vc), Some(&new_status));
@@ -1081,7 +1107,7 @@ pub async fn run(
         if kind.is_cluster_scoped() {
             controller = controller.watches_stream_with(
                 stream,
-                |obj: DynamicObject| {
+                |obj: children::ChildMeta| {
                     let labels = obj.labels();
                     let name = labels.get(meta::LABEL_VIRTUAL_CLUSTER)?;
                     let ns = labels.get(meta::LABEL_VIRTUAL_CLUSTER_NAMESPACE)?;

@@ -448,6 +448,19 @@ async fn deleted_or_edited_children_are_put_back() {
         .delete("vc-vc", &DeleteParams::default())
         .await
         .unwrap();
+    // A removal leaves no field manager of its own behind: only the operator's managedFields
+    // entry shrinks, and that alone must bring the label back.
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), n);
+    accounts
+        .patch(
+            "vc-vc",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({ "metadata": { "labels": { "app.kubernetes.io/instance": null } } }),
+            ),
+        )
+        .await
+        .unwrap();
 
     wait::until("children restored", Duration::from_secs(30), || async {
         let svc = services.get_opt("vc").await.map_err(|e| e.to_string())?;
@@ -464,11 +477,22 @@ async fn deleted_or_edited_children_are_put_back() {
             .spec
             .replicas;
         let kubeconfig = secrets.get_opt("vc-vc").await.map_err(|e| e.to_string())?;
-        if svc.is_some() && !rules.is_empty() && replicas == Some(1) && kubeconfig.is_some() {
+        let labelled = accounts
+            .get("vc-vc")
+            .await
+            .map_err(|e| e.to_string())?
+            .labels()
+            .contains_key("app.kubernetes.io/instance");
+        if svc.is_some()
+            && !rules.is_empty()
+            && replicas == Some(1)
+            && kubeconfig.is_some()
+            && labelled
+        {
             Ok(())
         } else {
             Err(format!(
-                "service {} rules {} replicas {replicas:?} kubeconfig {}",
+                "service {} rules {} replicas {replicas:?} kubeconfig {} label {labelled}",
                 svc.is_some(),
                 rules.len(),
                 kubeconfig.is_some()
