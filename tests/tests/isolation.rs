@@ -429,3 +429,196 @@ async fn a_pod_naming_a_node_is_placed_there_only_when_the_tenant_is_shown_it() 
     .await;
     s.teardown().await;
 }
+
+/// `kubectl auth can-i` as `kubeconfig`: Some(true/false) from the API server's authorizer,
+/// None when the question could not be asked (so a broken kubeconfig never reads as "no").
+fn can_i(kubeconfig: &std::path::Path, args: &[&str]) -> Option<bool> {
+    let out = std::process::Command::new(vnest_tests::bed().bin("kubectl"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["auth", "can-i"])
+        .args(args)
+        .output()
+        .ok()?;
+    match String::from_utf8_lossy(&out.stdout).trim() {
+        "yes" => Some(true),
+        "no" => Some(false),
+        _ => None,
+    }
+}
+
+/// Verbs every check below tries.
+const VERBS: [&str; 8] = [
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+];
+
+/// The syncer's own host token (ServiceAccount `vc-<vc>`, as the control-plane pod holds it)
+/// is refused every verb on every namespaced kind tried in another namespace, in
+/// `kube-system` and across all namespaces, and every write of every cluster-scoped kind
+/// tried; in its own namespace it may create pods (so the refusals are the authorizer's).
+#[tokio::test]
+async fn the_syncers_token_is_refused_outside_its_namespace() {
+    let s = setup("iso-token", json!({})).await;
+    let other = vnest_tests::TestNamespace::create(&s.host, "iso-token-other").await;
+    let token = &s.wiring.host_kubeconfig;
+    assert_eq!(
+        can_i(token, &["create", "pods", "-n", &s.ns.name]),
+        Some(true),
+        "the syncer's token must work in its own namespace"
+    );
+    let namespaced = [
+        "pods",
+        "secrets",
+        "configmaps",
+        "services",
+        "serviceaccounts",
+        "persistentvolumeclaims",
+        "events",
+        "roles.rbac.authorization.k8s.io",
+        "rolebindings.rbac.authorization.k8s.io",
+        "networkpolicies.networking.k8s.io",
+        "statefulsets.apps",
+        "leases.coordination.k8s.io",
+        "virtualclusters.vnest.dev",
+    ];
+    let mut granted = Vec::new();
+    for scope in [
+        vec!["-n", other.name.as_str()],
+        vec!["-n", "kube-system"],
+        vec!["--all-namespaces"],
+    ] {
+        for kind in namespaced {
+            for verb in VERBS {
+                let mut args = vec![verb, kind];
+                args.extend(&scope);
+                match can_i(token, &args) {
+                    Some(false) => {}
+                    answer => granted.push(format!("{args:?} → {answer:?}")),
+                }
+            }
+        }
+    }
+    let cluster_scoped = [
+        "nodes",
+        "namespaces",
+        "persistentvolumes",
+        "clusterroles.rbac.authorization.k8s.io",
+        "clusterrolebindings.rbac.authorization.k8s.io",
+        "customresourcedefinitions.apiextensions.k8s.io",
+        "virtualclusterpolicies.vnest.dev",
+        "priorityclasses.scheduling.k8s.io",
+    ];
+    for kind in cluster_scoped {
+        for verb in ["create", "update", "patch", "delete", "deletecollection"] {
+            match can_i(token, &[verb, kind]) {
+                Some(false) => {}
+                answer => granted.push(format!("{verb} {kind} → {answer:?}")),
+            }
+        }
+    }
+    assert!(
+        granted.is_empty(),
+        "the syncer's token may do more than its namespace: {granted:#?}"
+    );
+    other.delete(&s.host).await;
+    s.teardown().await;
+}
+
+/// A tenant holding only namespace-level rights inside the virtual cluster (`edit` in its one
+/// virtual namespace) reaches nothing of the host through the syncer's proxy: the host
+/// namespace's Secrets and the tenant kubeconfig are not found, other virtual namespaces are
+/// forbidden, and a pod naming the host's own Secret `vc-<vc>` gets the translated name on the
+/// host, never the host Secret itself.
+#[tokio::test]
+async fn a_namespace_tenant_reaches_no_host_object_through_the_proxy() {
+    let s = setup("iso-ns-tenant", json!({})).await;
+    let syncer = s.start_syncer();
+    let vns = s.vns.name.clone();
+    let virtual_kubectl = |args: &[&str]| {
+        vnest_tests::bed().kubectl_with(&vnest_tests::bed().virtual_kubeconfig(), args)
+    };
+    virtual_kubectl(&["-n", &vns, "create", "serviceaccount", "dev"]).unwrap();
+    virtual_kubectl(&[
+        "-n",
+        &vns,
+        "create",
+        "rolebinding",
+        "dev-edit",
+        "--clusterrole=edit",
+        &format!("--serviceaccount={vns}:dev"),
+    ])
+    .unwrap();
+    let token = virtual_kubectl(&["-n", &vns, "create", "token", "dev"]).unwrap();
+    let dev = syncer.token_kubeconfig(token.trim());
+    let as_dev = |args: &[&str]| vnest_tests::bed().kubectl_with(&dev, args);
+    wait::until("the tenant's edit rights", TIMEOUT, || async {
+        as_dev(&["-n", &vns, "get", "configmaps", "-o", "name"])
+    })
+    .await;
+
+    let host_secret = format!("/api/v1/namespaces/{}/secrets/vc-{VC}", s.ns.name);
+    let refused = as_dev(&["get", "--raw", &host_secret]).unwrap_err();
+    assert!(
+        refused.contains("NotFound")
+            || refused.contains("not found")
+            || refused.contains("Forbidden")
+            || refused.contains("forbidden"),
+        "{refused}"
+    );
+    for (args, what) in [
+        (
+            vec!["get", "secrets", "-n", s.ns.name.as_str()],
+            "the host namespace's Secrets",
+        ),
+        (
+            vec!["get", "pods", "-n", "kube-system"],
+            "another namespace's pods",
+        ),
+        (vec!["get", "nodes"], "nodes"),
+        (vec!["create", "namespace", "mine"], "a new namespace"),
+    ] {
+        let denied = as_dev(&args).unwrap_err();
+        assert!(denied.contains("forbidden"), "{what}: {denied}");
+    }
+
+    // A pod naming the host Secret that holds the tenant kubeconfig: the host copy mounts the
+    // translated name, which only a virtual Secret of that name could fill.
+    as_dev(&[
+        "-n",
+        &vns,
+        "run",
+        "thief",
+        "--image=nginx",
+        "--restart=Never",
+        "--overrides",
+        &json!({ "spec": { "volumes": [{ "name": "x", "secret": { "secretName": format!("vc-{VC}") } }],
+            "containers": [{ "name": "thief", "image": "nginx", "volumeMounts": [{ "name": "x", "mountPath": "/x" }] }] } })
+        .to_string(),
+    ])
+    .unwrap();
+    let host_pods: Api<Pod> = Api::namespaced(s.host.clone(), &s.ns.name);
+    let host_pod = wait::until("host copy of the thief pod", TIMEOUT, || {
+        present(&host_pods, host_name("thief", &vns, VC))
+    })
+    .await;
+    let secrets: Vec<String> = host_pod
+        .spec
+        .iter()
+        .flat_map(|spec| spec.volumes.iter().flatten())
+        .filter_map(|v| v.secret.as_ref()?.secret_name.clone())
+        .collect();
+    assert!(
+        secrets.contains(&host_name(&format!("vc-{VC}"), &vns, VC))
+            && !secrets.contains(&format!("vc-{VC}")),
+        "{secrets:?}"
+    );
+    drop(syncer);
+    s.teardown().await;
+}
