@@ -612,3 +612,72 @@ async fn host_api_server_and_etcd_restarts_mid_burst_lose_nothing() {
     drop(syncer);
     s.teardown().await;
 }
+
+/// A syncer killed between deleting a virtual Service and recreating it with the host's
+/// ClusterIP (the crash state written by hand: the recreation record on the host copy, the
+/// virtual Service gone) puts the tenant's Service back on restart, owned by its host copy.
+#[tokio::test]
+async fn a_service_whose_recreation_was_cut_short_is_put_back() {
+    let _serial = SERIAL.lock().await;
+    let s = tenant::setup("fault-svc", json!({})).await;
+    let mut syncer = s.start_syncer();
+    let virt: Api<Service> = s.virt_api();
+    let host: Api<Service> = s.host_api();
+    s.create::<Service>(
+        json!({ "apiVersion": "v1", "kind": "Service", "metadata": { "name": "web" },
+        "spec": { "selector": { "app": "web" }, "ports": [{ "port": 80 }] } }),
+    )
+    .await;
+    let host_name = s.host_name("web");
+    let cluster_ip = |svc: &Service| svc.spec.as_ref().and_then(|s| s.cluster_ip.clone());
+    let adopted = wait::until(
+        "the virtual Service on the host's ClusterIP",
+        TIMEOUT,
+        || async {
+            let (v, h) = (
+                tenant::present(&virt, "web").await?,
+                tenant::present(&host, &host_name).await?,
+            );
+            (cluster_ip(&v) == cluster_ip(&h))
+                .then_some(v)
+                .ok_or("not adopted yet".to_string())
+        },
+    )
+    .await;
+    syncer.kill();
+
+    let record = serde_json::to_string(&json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": { "name": "web", "namespace": s.vns.name },
+        "spec": { "selector": { "app": "web" }, "ports": [{ "port": 80 }],
+            "clusterIP": cluster_ip(&adopted), "clusterIPs": [cluster_ip(&adopted)] },
+    }))
+    .unwrap();
+    host.patch_metadata(
+        &host_name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({ "metadata": { "annotations": {
+            "vnest.dev/recreating-virtual-service": record } } })),
+    )
+    .await
+    .unwrap();
+    virt.delete("web", &DeleteParams::default()).await.unwrap();
+
+    let _syncer = s.start_syncer();
+    wait::until(
+        "the virtual Service put back and owned",
+        TIMEOUT,
+        || async {
+            let v = tenant::present(&virt, "web").await?;
+            let h = tenant::present(&host, &host_name).await?;
+            let annotations = h.annotations();
+            let owned = annotations.get(meta::ANNOTATION_OBJECT_UID) == v.metadata.uid.as_ref();
+            let recorded = annotations.contains_key("vnest.dev/recreating-virtual-service");
+            (owned && !recorded && cluster_ip(&v) == cluster_ip(&h))
+                .then_some(())
+                .ok_or(format!("owned {owned}, record left {recorded}"))
+        },
+    )
+    .await;
+    s.teardown().await;
+}

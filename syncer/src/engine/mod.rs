@@ -221,6 +221,17 @@ pub trait Syncer: Send + Sync + 'static {
         HostGone::Recreate
     }
 
+    /// With the virtual object gone and its host copy still there: puts back a virtual object
+    /// the syncer itself removed and had not recreated yet (a crash mid-replacement), and says
+    /// whether it did; the host copy is otherwise deleted as an orphan.
+    fn restore_virtual(
+        &self,
+        _ctx: &Ctx,
+        _host: &Self::K,
+    ) -> impl Future<Output = anyhow::Result<bool>> + Send {
+        async { Ok(false) }
+    }
+
     /// How a host copy is deleted (pods pass on the virtual grace period).
     fn delete_params(&self, _virt: Option<&Self::K>) -> DeleteParams {
         DeleteParams::default()
@@ -594,6 +605,11 @@ impl<S: Syncer> Engine<S> {
             });
 
         let Some(virt) = virt else {
+            if let Some(h) = &host
+                && self.syncer.restore_virtual(&self.ctx, h).await?
+            {
+                return Ok(());
+            }
             if deletable && self.virtual_gone(key).await? {
                 self.delete_host(&host_name, None).await?;
             }

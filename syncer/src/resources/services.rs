@@ -18,6 +18,11 @@ use crate::{
 
 pub struct Services;
 
+/// On the host copy while its virtual Service is being recreated with the host's ClusterIP:
+/// the Service to create, so a syncer killed between the delete and the create puts it back
+/// on restart instead of losing the tenant's Service.
+const ANNOTATION_RECREATING: &str = "vnest.dev/recreating-virtual-service";
+
 impl Services {
     /// Recreates the virtual Service with the host's ClusterIP, and points the host copy at
     /// the new virtual uid so it is not mistaken for an orphan.
@@ -31,6 +36,20 @@ impl Services {
         let ns = virt.namespace().unwrap_or_default();
         let name = virt.name_any();
         let api: Api<Service> = Api::namespaced(ctx.virt.clone(), &ns);
+        let host_api: Api<Service> = Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
+        let replacement = serde_json::to_string(&with_cluster_ip(virt, ip))?;
+        ctx.metrics
+            .host_writes
+            .with_label_values(&["Service"])
+            .inc();
+        host_api
+            .patch_metadata(
+                &host.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "metadata": { "annotations": { ANNOTATION_RECREATING: replacement } } })),
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("failed to record the virtual service {ns}/{name} on its host copy: {e}"))?;
         api.delete(&name, &DeleteParams::default())
             .await
             .map_err(|e| {
@@ -52,22 +71,29 @@ impl Services {
                 anyhow::bail!("failed to recreate virtual service {ns}/{name} with {ip}: {e}");
             }
         };
-        let host_api: Api<Service> = Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
-        ctx.metrics
-            .host_writes
-            .with_label_values(&["Service"])
-            .inc();
-        host_api
-            .patch_metadata(
-                &host.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "metadata": { "annotations": { ANNOTATION_OBJECT_UID: created.uid() } } })),
-            )
-            .await
-            .map_err(|e| anyhow::anyhow!("failed to re-own host service {}: {e}", host.name_any()))?;
+        reown(ctx, &host.name_any(), &created).await?;
         tracing::info!(namespace = %ns, name = %name, ip, manager = FIELD_MANAGER, "virtual service took over the host ClusterIP");
         Ok(())
     }
+}
+
+/// Points host copy `host_name` at virtual Service `created` and drops the recreation record.
+async fn reown(ctx: &Ctx, host_name: &str, created: &Service) -> anyhow::Result<()> {
+    let host_api: Api<Service> = Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
+    ctx.metrics
+        .host_writes
+        .with_label_values(&["Service"])
+        .inc();
+    let annotations = json!({ ANNOTATION_OBJECT_UID: created.uid(), ANNOTATION_RECREATING: null });
+    host_api
+        .patch_metadata(
+            host_name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "annotations": annotations } })),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("failed to re-own host service {host_name}: {e}"))?;
+    Ok(())
 }
 
 impl Syncer for Services {
@@ -80,6 +106,31 @@ impl Syncer for Services {
             return Ok(Decision::Skip);
         }
         Ok(Decision::Sync(host_service(virt, &ctx.target)))
+    }
+
+    async fn restore_virtual(&self, ctx: &Ctx, host: &Service) -> anyhow::Result<bool> {
+        let Some(record) = host.annotations().get(ANNOTATION_RECREATING) else {
+            return Ok(false);
+        };
+        let service: Service = serde_json::from_str(record).map_err(|e| {
+            anyhow::anyhow!(
+                "unreadable {ANNOTATION_RECREATING} on {}: {e}",
+                host.name_any()
+            )
+        })?;
+        let ns = service.namespace().unwrap_or_default();
+        let api: Api<Service> = Api::namespaced(ctx.virt.clone(), &ns);
+        let created = match api.create(&PostParams::default(), &service).await {
+            Ok(created) => created,
+            Err(kube::Error::Api(e)) if e.code == 409 => api.get(&service.name_any()).await?,
+            Err(e) => anyhow::bail!(
+                "failed to put back virtual service {ns}/{}: {e}",
+                service.name_any()
+            ),
+        };
+        reown(ctx, &host.name_any(), &created).await?;
+        tracing::info!(namespace = %ns, name = %service.name_any(), "virtual service put back after an interrupted recreation");
+        Ok(true)
     }
 
     async fn back(&self, ctx: &Ctx, virt: &Service, host: &Service) -> anyhow::Result<()> {
