@@ -43,3 +43,25 @@ where
         .await
         .unwrap_or_else(|seen| panic!("{what} stopped holding at the end of {window:?}: {seen:?}"));
 }
+
+/// Returns as soon as `counter` reads at least `target`, polling every 5 ms (not 250: a test
+/// that kills a process inside a burst must act the moment the work has started); panics
+/// after `timeout` naming `what`.
+pub async fn reaches<F, Fut>(what: &str, timeout: Duration, counter: F, target: f64)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<f64, String>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let done = counter().await.unwrap_or(0.0);
+        if done >= target {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}: {done} of {target}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

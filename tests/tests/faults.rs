@@ -49,28 +49,8 @@ const CONVERGE: Duration = Duration::from_secs(180);
 /// burst, not after it (polled every 5 ms, so little more work slips past the threshold).
 async fn kill_after_writes(syncer: &mut SyncerProcess, writes: f64) {
     let done = || async { syncer.counter("vnest_syncer_host_writes_total").await };
-    busy_at(done, writes, "the syncer").await;
+    wait::reaches("the syncer's host writes", TIMEOUT, done, writes).await;
     syncer.kill();
-}
-
-/// Returns as soon as the `counter` read reaches `writes`, polling every 5 ms.
-async fn busy_at<F, Fut>(counter: F, writes: f64, who: &str)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<f64, String>>,
-{
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let done = counter().await.unwrap_or(0.0);
-        if done >= writes {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{who} wrote {done} of {writes} in {TIMEOUT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 /// Polls the invariants until they hold; the tally and how long it took.
@@ -355,7 +335,7 @@ async fn clusters_converged(client: &Client, namespace: &str) -> Result<usize, S
 /// Returns as soon as `operator` has made `writes` API writes.
 async fn wait_busy(operator: &OperatorProcess, writes: f64) {
     let done = || async { operator.counter("vnest_api_writes_total").await };
-    busy_at(done, writes, "the operator").await;
+    wait::reaches("the operator's API writes", TIMEOUT, done, writes).await;
 }
 
 /// An operator killed mid-burst of 50 VirtualCluster creates, and again mid-burst of 20
@@ -575,7 +555,13 @@ async fn host_api_server_and_etcd_restarts_mid_burst_lose_nothing() {
             }
         };
         let restart = async {
-            busy_at(writes, before + (groups / 2) as f64, "the syncer").await;
+            wait::reaches(
+                "the syncer's host writes",
+                TIMEOUT,
+                writes,
+                before + (groups / 2) as f64,
+            )
+            .await;
             bed().restart(component);
         };
         tokio::join!(burst, restart);

@@ -950,14 +950,14 @@ async fn an_operator_restarted_mid_reconcile_converges() {
     create_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies() })).await;
     // Killed as soon as it has written more than the finalizer: children exist, and the status
     // apply_all writes last is still missing, so the kill provably cut a reconcile short.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while first.counter("vnest_api_writes_total").await.unwrap_or(0.0) < 2.0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the operator never wrote a child"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let writes = || async { first.counter("vnest_api_writes_total").await };
+    wait::reaches(
+        "the operator to write a child",
+        Duration::from_secs(30),
+        writes,
+        2.0,
+    )
+    .await;
     first.kill();
     let cut_short = Api::<VirtualCluster>::namespaced(client.clone(), n)
         .get("vc")
