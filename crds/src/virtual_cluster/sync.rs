@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::Toleration;
 use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -159,6 +160,13 @@ pub struct PodsToHost {
     /// tokens. On: only those who may read Secrets can, at a second write per pod.
     #[serde(default, rename = "useSecretsForSATokens")]
     pub use_secrets_for_sa_tokens: bool,
+    /// Tolerations added to every host pod (vCluster's option of the same name, as objects):
+    /// the host admin's way to send a virtual cluster's pods to tainted nodes. The virtual
+    /// nodes shown from host nodes drop the taints these tolerate, so the tenant sees the
+    /// nodes its pods may use as untainted.
+    #[serde(default)]
+    #[schemars(length(max = 16))]
+    pub enforce_tolerations: Vec<Toleration>,
 }
 
 impl Default for PodsToHost {
@@ -168,6 +176,7 @@ impl Default for PodsToHost {
             translate_patches: Vec::new(),
             patches: Vec::new(),
             use_secrets_for_sa_tokens: false,
+            enforce_tolerations: Vec::new(),
         }
     }
 }
@@ -267,6 +276,8 @@ impl Default for FromHost {
 pub struct NodesFromHost {
     #[serde(default)]
     pub enabled: bool,
+    /// Which host nodes the virtual cluster shows. Its `labels` also become every host pod's
+    /// node selector (as in vCluster), so pods run only on the nodes the tenant sees.
     #[serde(default)]
     pub selector: NodeSelector,
     /// Drop `status.images` from synced nodes to hide what the host has pulled.

@@ -23,7 +23,10 @@ use crate::{
     cache,
     diff::covers,
     engine::{Ctx, FIELD_MANAGER, Key, Queue, is_not_found},
-    translate::node::{real_node, real_node_status, selected, without_condition_taints},
+    translate::{
+        node::{real_node, real_node_status, selected, without_condition_taints},
+        placement::Placement,
+    },
 };
 
 /// Caches of both sides' nodes and the virtual pods (when pods are synced).
@@ -91,7 +94,7 @@ async fn reconcile(ctx: &Ctx, caches: &Caches, name: &str) -> anyhow::Result<()>
         // A node someone else made in the virtual cluster under this name: not ours to change.
         return Ok(());
     }
-    let desired = real_node(&host);
+    let desired = real_node(&host, &Placement::from_sync(&ctx.config.sync));
     let hash = |n: &Node| n.annotations().get(ANNOTATION_APPLIED_HASH).cloned();
     let params = PatchParams::apply(FIELD_MANAGER).force();
     if virt.as_ref().and_then(|v| hash(v)) != hash(&desired) {

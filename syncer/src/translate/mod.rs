@@ -9,6 +9,7 @@ pub mod ingress;
 pub mod network_policy;
 pub mod node;
 pub mod pdb;
+pub mod placement;
 pub mod pod;
 pub mod pod_security;
 pub mod priority_class;

@@ -8,6 +8,8 @@ use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, Nod
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use vnest_crds::{NodeSelector, meta::ANNOTATION_APPLIED_HASH};
 
+use super::placement::Placement;
+
 /// Label marking virtual Nodes the syncer made (vCluster's spelling).
 pub const LABEL_FAKE_NODE: &str = "vcluster.loft.sh/fake-node";
 
@@ -76,12 +78,12 @@ pub fn selected(host: &Node, selector: &NodeSelector) -> bool {
 }
 
 /// The virtual copy of host node `host`, without status: its labels, annotations, taints
-/// and schedulability, plus [`ANNOTATION_APPLIED_HASH`] of exactly those, so the copy is
+/// (but those the enforced tolerations of `placement` tolerate) and schedulability, plus [`ANNOTATION_APPLIED_HASH`] of exactly those, so the copy is
 /// written again only when the host changes them and a tenant's edit of the virtual node
 /// stays until then (design.md, "Who owns what").
-pub fn real_node(host: &Node) -> Node {
+pub fn real_node(host: &Node, placement: &Placement) -> Node {
     let spec = host.spec.as_ref().map(|s| NodeSpec {
-        taints: s.taints.clone(),
+        taints: s.taints.as_deref().map(|t| placement.shown_taints(t)),
         unschedulable: s.unschedulable,
         ..Default::default()
     });
@@ -164,7 +166,7 @@ status:
     /// addressing fields are not.
     #[test]
     fn real_nodes_copy_what_scheduling_needs() {
-        let node = real_node(&host());
+        let node = real_node(&host(), &Placement::default());
         assert_eq!(node.metadata.name.as_deref(), Some("worker-1"));
         assert_eq!(node.metadata.labels.unwrap()["vcluster-enabled"], "true");
         assert!(node.metadata.uid.is_none() && node.metadata.resource_version.is_none());
@@ -178,8 +180,13 @@ status:
     /// The hash changes when the host changes a copied field, and only then.
     #[test]
     fn the_applied_hash_follows_copied_fields_only() {
-        let hash =
-            |n: &Node| real_node(n).metadata.annotations.unwrap()[ANNOTATION_APPLIED_HASH].clone();
+        let hash = |n: &Node| {
+            real_node(n, &Placement::default())
+                .metadata
+                .annotations
+                .unwrap()[ANNOTATION_APPLIED_HASH]
+                .clone()
+        };
         let before = hash(&host());
         let mut status_only = host();
         status_only.status = None;

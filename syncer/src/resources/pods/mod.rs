@@ -18,6 +18,7 @@ use super::{metadata_covers, sync_status};
 use crate::{
     engine::{Ctx, Decision, HostGone, PodReference, Queue, Syncer, conflicted_reference},
     translate::{
+        placement::Placement,
         pod::{
             PodEnv, TokenDelivery, host_pod, patch_host_pod, requested_node, requested_tokens,
             virtual_status,
@@ -218,6 +219,7 @@ impl Syncer for Pods {
         let mut pod = host_pod(virt, &ctx.target, &env);
         if let Some(spec) = pod.spec.as_mut() {
             spec.node_name = node;
+            Placement::from_sync(&ctx.config.sync).apply(spec);
         }
         Ok(match patch_host_pod(pod, &self.patches) {
             Ok(pod) => Decision::Sync(pod),
