@@ -309,6 +309,74 @@ async fn host_nodes_the_selector_picks_are_copied_with_status_and_without_images
     s.teardown().await;
 }
 
+/// `sync.toHost.pods.enforceTolerations` and the node selector of `fromHost.nodes` reach every
+/// host pod, and the virtual copy of the selected node leaves off the taint they tolerate (so
+/// the tenant sees a schedulable node) while keeping the rest of the node.
+#[tokio::test]
+async fn enforced_tolerations_and_node_selector_place_host_pods_on_the_shown_nodes() {
+    let tag = format!("t{}-{}", std::process::id(), free_port());
+    let toleration = json!({ "key": "dedicated", "operator": "Exists", "effect": "NoSchedule" });
+    let spec = json!({ "sync": {
+        "toHost": { "pods": { "enforceTolerations": [toleration] } },
+        "fromHost": { "nodes": { "enabled": true, "selector": { "labels": { "vnest-tests/pool": tag } } } },
+    } });
+    let s = setup("sys-place", spec).await;
+    let pool = format!("{}-pool", s.ns.name);
+    let host_nodes: Api<Node> = Api::all(s.host.clone());
+    host_nodes
+        .create(
+            &PostParams::default(),
+            &static_node(&pool, json!({ "vnest-tests/pool": tag })),
+        )
+        .await
+        .unwrap();
+    let _syncer = s.start_syncer();
+
+    let virt_nodes: Api<Node> = Api::all(s.virt.clone());
+    wait::until(
+        "virtual copy of the pool node, untainted",
+        TIMEOUT,
+        || async {
+            let n = present(&virt_nodes, &pool).await?;
+            let taints = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default();
+            let labelled = n.labels().get("vnest-tests/pool") == Some(&tag);
+            (taints.is_empty() && labelled)
+                .then_some(())
+                .ok_or(format!("taints {taints:?}, labels {:?}", n.labels()))
+        },
+    )
+    .await;
+
+    s.create::<Pod>(pod(
+        "placed",
+        json!({
+            "nodeSelector": { "disk": "ssd" },
+            "containers": [{ "name": "app", "image": "nginx" }],
+        }),
+    ))
+    .await;
+    let host_pods: Api<Pod> = s.host_api();
+    let host = wait::until("host copy of the pod", TIMEOUT, || {
+        present(&host_pods, s.host_name("placed"))
+    })
+    .await;
+    let spec = host.spec.unwrap();
+    let selector = spec.node_selector.unwrap_or_default();
+    assert_eq!(selector.get("vnest-tests/pool"), Some(&tag), "{selector:?}");
+    assert_eq!(selector["disk"], "ssd", "the tenant's own selector stays");
+    let tolerations = serde_json::to_value(spec.tolerations.unwrap_or_default()).unwrap();
+    assert!(
+        tolerations.as_array().unwrap().contains(&toleration),
+        "{tolerations}"
+    );
+    let _ = host_nodes.delete(&pool, &DeleteParams::default()).await;
+    s.teardown().await;
+}
+
 /// A host event about host pod `pod` (core/v1, as kubelets and older components write).
 fn host_event(ns: &str, name: &str, pod: &Pod, reason: &str, count: i32, component: &str) -> Event {
     serde_json::from_value(json!({
