@@ -16,7 +16,10 @@ use kube::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
-use vnest_crds::meta::{ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_UID, LABEL_SYNCER_MANAGED_BY};
+use vnest_crds::meta::{
+    ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_NAMESPACE, ANNOTATION_OBJECT_UID,
+    LABEL_SYNCER_MANAGED_BY,
+};
 
 use crate::{
     tenant::{TIMEOUT, Tenant, VC},
@@ -26,6 +29,59 @@ use crate::{
 /// Objects one group of the burst holds: a ConfigMap and a Secret (copied because the pod
 /// uses them), a Service, a PersistentVolumeClaim and the pod.
 pub const KINDS_PER_GROUP: usize = 5;
+
+/// The two sides the invariants compare: a virtual cluster named [`VC`] and its host namespace.
+pub trait Sides {
+    fn host(&self) -> &Client;
+    fn virt(&self) -> &Client;
+    fn host_namespace(&self) -> &str;
+}
+
+impl Sides for Tenant {
+    fn host(&self) -> &Client {
+        &self.host
+    }
+    fn virt(&self) -> &Client {
+        &self.virt
+    }
+    fn host_namespace(&self) -> &str {
+        &self.ns.name
+    }
+}
+
+/// A virtual cluster whose control plane runs for real (its own API server, reached through the
+/// tenant kubeconfig) and its host namespace.
+pub struct Clusters {
+    pub host: Client,
+    pub virt: Client,
+    pub host_namespace: String,
+}
+
+impl Sides for Clusters {
+    fn host(&self) -> &Client {
+        &self.host
+    }
+    fn virt(&self) -> &Client {
+        &self.virt
+    }
+    fn host_namespace(&self) -> &str {
+        &self.host_namespace
+    }
+}
+
+/// The namespaces a virtual cluster makes for itself: what the syncer copies from them (CoreDNS,
+/// the `kubernetes` Service's endpoints) is the cluster's own, not a tenant's burst.
+const SYSTEM_NAMESPACES: [&str; 4] = ["kube-system", "kube-public", "kube-node-lease", "default"];
+
+fn from_system_namespace(host_copy: &Value) -> bool {
+    host_copy["metadata"]["annotations"][ANNOTATION_OBJECT_NAMESPACE]
+        .as_str()
+        .is_some_and(|ns| SYSTEM_NAMESPACES.contains(&ns))
+}
+
+/// Creates one object retrying this long while the API server cannot answer: a restarted
+/// virtual control plane takes up to a few minutes on a busy machine.
+const CREATE_RETRY: Duration = Duration::from_secs(180);
 
 /// Creates (or deletes) this many objects at a time, as a busy tenant would.
 const CONCURRENCY: usize = 16;
@@ -69,7 +125,7 @@ fn group(i: usize, content: &str) -> [(&'static str, Value); KINDS_PER_GROUP] {
     ]
 }
 
-/// Creates one object, retrying (until the tests' timeout) while the API server cannot
+/// Creates one object, retrying (for [`CREATE_RETRY`]) while the API server cannot
 /// answer, as a tenant's client would; an object the server had made before an answer was
 /// lost counts as made.
 async fn create_one(
@@ -84,7 +140,7 @@ async fn create_one(
     let pp = PostParams::default();
     wait::until(
         &format!("create {kind} {}", obj["metadata"]["name"]),
-        TIMEOUT,
+        CREATE_RETRY,
         || async {
             let result = match kind {
                 "ConfigMap" => api::<ConfigMap>(client, namespace)
@@ -276,7 +332,11 @@ where
 }
 
 /// Virtual and host objects of one kind: (virtual, host) as JSON.
-async fn both_sides<K>(s: &Tenant, namespaces: &[&str]) -> Result<(Vec<Value>, Vec<Value>), String>
+/// Host objects copied from the virtual cluster's [`SYSTEM_NAMESPACES`] are left out.
+async fn both_sides<K>(
+    s: &impl Sides,
+    namespaces: &[&str],
+) -> Result<(Vec<Value>, Vec<Value>), String>
 where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
         + Clone
@@ -286,10 +346,11 @@ where
 {
     let mut virt = Vec::new();
     for ns in namespaces {
-        virt.extend(list_json(&api::<K>(&s.virt, ns), &ListParams::default()).await?);
+        virt.extend(list_json(&api::<K>(s.virt(), ns), &ListParams::default()).await?);
     }
     let ours = ListParams::default().labels(&format!("{LABEL_SYNCER_MANAGED_BY}={VC}"));
-    let host = list_json(&api::<K>(&s.host, &s.ns.name), &ours).await?;
+    let mut host = list_json(&api::<K>(s.host(), s.host_namespace()), &ours).await?;
+    host.retain(|h| !from_system_namespace(h));
     Ok((virt, host))
 }
 
@@ -323,7 +384,7 @@ fn synced(kind: &str, obj: &Value) -> bool {
 
 /// Checks the invariants over the burst kinds in virtual `namespaces` against the host
 /// namespace of tenant `s`.
-pub async fn tally(s: &Tenant, namespaces: &[&str]) -> Result<Tally, String> {
+pub async fn tally(s: &impl Sides, namespaces: &[&str]) -> Result<Tally, String> {
     let sides = [
         ("ConfigMap", both_sides::<ConfigMap>(s, namespaces).await?),
         ("Secret", both_sides::<Secret>(s, namespaces).await?),
@@ -366,7 +427,7 @@ pub async fn tally(s: &Tenant, namespaces: &[&str]) -> Result<Tally, String> {
 
 /// Host copies the syncer made of tenant `s`'s burst objects (not of the virtual cluster's
 /// own `kube-root-ca.crt`, which it copies for every synced namespace).
-pub async fn host_copies(s: &Tenant) -> Result<usize, String> {
+pub async fn host_copies(s: &impl Sides) -> Result<usize, String> {
     let mut host = both_sides::<ConfigMap>(s, &[]).await?.1;
     host.extend(both_sides::<Secret>(s, &[]).await?.1);
     host.extend(both_sides::<Service>(s, &[]).await?.1);

@@ -1,27 +1,33 @@
 //! Faults injected while work is in flight, then invariants checked after convergence: a
 //! syncer killed with `kill -9` mid-burst of creates and again mid-burst of deletes, a
 //! tenant namespace deleted while the syncer is down, an operator killed mid-burst of
-//! VirtualCluster creates and deletes, and a VirtualCluster deleted while the operator is
-//! down. Nothing may be lost, duplicated or orphaned. Each test prints its row of the README's
-//! fault table (`cargo test --test faults -- --nocapture`).
+//! VirtualCluster creates and deletes, a VirtualCluster deleted while the operator is
+//! down, the host API server and etcd restarted, and the virtual control-plane pod deleted on
+//! the real node mid-burst. Nothing may be lost, duplicated or orphaned. Each test prints its
+//! row of the README's fault table (`cargo test --test faults -- --nocapture`).
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
-    core::v1::{Secret, Service, ServiceAccount},
+    core::v1::{Namespace, Pod, Secret, Service, ServiceAccount},
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, ListParams},
+    api::{DeleteParams, ListParams, PostParams},
 };
 use serde_json::json;
 use vnest_crds::{VirtualCluster, meta};
 use vnest_tests::{
     OperatorProcess, SyncerProcess, TestNamespace, bed,
-    faults::{self, Row, Tally},
-    fixtures::{Setup, create_virtual_cluster, free_port, provide_data_volume, setup},
-    tenant::{self, TIMEOUT, Tenant},
+    faults::{self, Clusters, Row, Sides, Tally},
+    fixtures::{
+        Setup, create_virtual_cluster, free_port, provide_data_volume, setup, wait_condition,
+    },
+    node::{
+        all_containers_ready, delete_data_volume, real_node, tenant_kubeconfig_through_service,
+    },
+    tenant::{self, TIMEOUT, VC},
     wait,
 };
 
@@ -54,13 +60,13 @@ async fn kill_after_writes(syncer: &mut SyncerProcess, writes: f64) {
 }
 
 /// Polls the invariants until they hold; the tally and how long it took.
-async fn converge(s: &Tenant, namespaces: &[&str], what: &str) -> (Tally, Duration) {
+async fn converge(s: &impl Sides, namespaces: &[&str], what: &str) -> (Tally, Duration) {
     converge_to(s, namespaces, what, |_| true).await
 }
 
 /// Polls until the invariants hold and `done` is true of the tally.
 async fn converge_to(
-    s: &Tenant,
+    s: &impl Sides,
     namespaces: &[&str],
     what: &str,
     done: impl Fn(&Tally) -> bool,
@@ -666,4 +672,142 @@ async fn a_service_whose_recreation_was_cut_short_is_put_back() {
     )
     .await;
     s.teardown().await;
+}
+
+/// The tenant's client, from a kubeconfig file.
+async fn client_from(kubeconfig: &std::path::Path) -> Client {
+    let file = kube::config::Kubeconfig::read_from(kubeconfig).expect("tenant kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+        .await
+        .expect("tenant kubeconfig is usable");
+    Client::try_from(config).expect("tenant client")
+}
+
+/// The running syncer's host writes, read through the host API server's proxy to the
+/// control-plane pod (the port from the syncer container's `--metrics-address`).
+async fn pod_syncer_writes(pods: &Api<Pod>, pod: &str) -> Result<f64, String> {
+    let spec = pods.get(pod).await.map_err(|e| e.to_string())?.spec;
+    let port = spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .filter(|c| c.name == "syncer")
+        .flat_map(|c| c.args.iter().flatten())
+        .find_map(|a| a.strip_prefix("--metrics-address="))
+        .and_then(|a| a.rsplit(':').next())
+        .ok_or("the syncer container has no --metrics-address")?
+        .to_string();
+    let path = format!(
+        "/api/v1/namespaces/{}/pods/{pod}:{port}/proxy/metrics",
+        pods.namespace().unwrap_or_default()
+    );
+    let text = bed().kubectl(&["get", "--raw", &path])?;
+    Ok(vnest_tests::scrape::counter(
+        &text,
+        "vnest_syncer_host_writes_total",
+    ))
+}
+
+/// The virtual control plane restarted mid-burst — its pod `vc-0` deleted on the real node, as
+/// a drain or an eviction would — comes back with its kine data, and the burst converges with
+/// nothing lost, duplicated or orphaned.
+#[tokio::test]
+async fn a_control_plane_pod_deleted_mid_burst_loses_nothing() {
+    const START: Duration = Duration::from_secs(240);
+    let _serial = SERIAL.lock().await;
+    let node = real_node();
+    let Setup {
+        client,
+        ns,
+        operator: _operator,
+    } = setup("fault-cp").await;
+    node.provide_data_volume(&client, &ns.name, VC).await;
+    create_virtual_cluster(
+        &client,
+        &ns.name,
+        VC,
+        json!({ "controlPlane": {
+            "distro": { "k8s": { "enabled": true } },
+            "statefulSet": { "scheduling": node.placement(), "persistence": { "size": "1Gi" } },
+        } }),
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let pod = format!("{VC}-0");
+    let first = all_containers_ready(&pods, &pod, &node.name, START).await;
+    wait_condition(&client, &ns.name, VC, "Ready", "True", START).await;
+    let kubeconfig = tenant_kubeconfig_through_service(&client, &ns.name, VC).await;
+    let clusters = Clusters {
+        host: client.clone(),
+        virt: client_from(&kubeconfig).await,
+        host_namespace: ns.name.clone(),
+    };
+    let burst_ns = "burst";
+    let namespaces: Api<Namespace> = Api::all(clusters.virt.clone());
+    wait::until("the tenant's namespace made", START, || async {
+        let made = serde_json::from_value(json!({ "metadata": { "name": burst_ns } })).unwrap();
+        match namespaces.create(&PostParams::default(), &made).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(clusters.virt.clone(), burst_ns);
+    wait::until(
+        "the tenant namespace's default ServiceAccount",
+        START,
+        || async { accounts.get("default").await.map_err(|e| e.to_string()) },
+    )
+    .await;
+
+    let groups = groups();
+    let total = groups * faults::KINDS_PER_GROUP;
+    let burst = faults::create_burst(&clusters.virt, burst_ns, groups, "v1");
+    let restart = async {
+        let copies = || async { faults::host_copies(&clusters).await.map(|n| n as f64) };
+        wait::reaches(
+            "host copies of the burst",
+            CONVERGE,
+            copies,
+            (total / 10) as f64,
+        )
+        .await;
+        let on_host = faults::host_copies(&clusters).await.unwrap();
+        pods.delete(&pod, &DeleteParams::default())
+            .await
+            .expect("delete the control-plane pod");
+        (on_host, Instant::now())
+    };
+    let ((), (on_host, deleted_at)) = tokio::join!(burst, restart);
+    assert!(
+        on_host < total,
+        "the burst had synced whole ({on_host} host copies) before the control plane went"
+    );
+    let second = wait::until("a new control-plane pod", START, || async {
+        let p = pods.get(&pod).await.map_err(|e| e.to_string())?;
+        (p.uid() != first.uid())
+            .then_some(())
+            .ok_or("the old pod is still there".to_string())
+    });
+    second.await;
+    all_containers_ready(&pods, &pod, &node.name, START).await;
+    // Converged counts from the deletion: the restart is part of the fault.
+    let (tally, _) = converge(&clusters, &[burst_ns], "the burst after the restart").await;
+    let took = deleted_at.elapsed();
+    assert!(tally.checked >= total, "{tally}");
+    let writes = wait::until("the restarted syncer's metrics", CONVERGE, || {
+        pod_syncer_writes(&pods, &pod)
+    })
+    .await;
+    println!(
+        "{}",
+        Row {
+            fault: &format!("control-plane pod deleted during {total} creates"),
+            in_flight: total - on_host,
+            tally: &tally,
+            converged: took,
+            writes,
+        }
+    );
+    delete_data_volume(&client, &ns.name, VC).await;
 }
