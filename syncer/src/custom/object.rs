@@ -7,12 +7,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{api::DynamicObject, discovery::ApiResource};
 use serde_json::{Value, json};
 use vnest_crds::{
+    containment::covers,
+    digest::short_hash,
     meta::{ANNOTATION_APPLIED_HASH, LABEL_FROM_HOST},
     translate,
 };
 
 use super::merge;
-use crate::translate::{Target, short_hash};
+use crate::translate::Target;
 
 /// On a from-host copy: the host's content at the last sync, so a tenant's edit of a field
 /// stays until the host changes that field ([`merge::merge`]).
@@ -85,7 +87,7 @@ pub fn mirror_current(host: &DynamicObject, desired: &Value) -> bool {
         .and_then(|a| a.get(ANNOTATION_APPLIED_HASH));
     let wanted = desired["metadata"]["annotations"][ANNOTATION_APPLIED_HASH].as_str();
     let host_json = serde_json::to_value(host).unwrap_or_default();
-    applied.map(String::as_str) == wanted && crate::diff::covers(&host_json, desired)
+    applied.map(String::as_str) == wanted && covers(&host_json, desired)
 }
 
 /// The tenant's copy of host object `host`, given the copy as it is (if any): the host's
@@ -133,8 +135,7 @@ pub fn copy_current(copy: &DynamicObject, desired: &Value) -> bool {
             map.remove(key);
         }
     }
-    content(copy) == wanted_content
-        && crate::diff::covers(&copy_json["metadata"], &desired["metadata"])
+    content(copy) == wanted_content && covers(&copy_json["metadata"], &desired["metadata"])
 }
 
 fn body(resource: &ApiResource, meta: ObjectMeta, content: Value) -> Value {

@@ -15,15 +15,13 @@ use kube::{
     api::{Patch, PatchParams},
     discovery::ApiResource,
 };
+use vnest_crds::containment::covers;
 
 use super::{
     crd::{self, Names},
     key::{Direction, ResourceKey},
 };
-use crate::{
-    diff::covers,
-    engine::{FIELD_MANAGER, Queue},
-};
+use crate::engine::{FIELD_MANAGER, Queue};
 
 /// How the host serves a resource.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -32,11 +32,12 @@ use kube::{
 use serde::{Serialize, de::DeserializeOwned};
 use vnest_crds::{
     SyncerConfig,
+    containment::covers,
     meta::{ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_NAMESPACE, ANNOTATION_OBJECT_UID},
     translate::managed_by_selector,
 };
 
-use crate::{cache, diff::covers, metrics::Metrics, translate::Target};
+use crate::{cache, metrics::Metrics, translate::Target};
 pub use queue::{Key, Queue};
 
 /// Field manager of every host write.

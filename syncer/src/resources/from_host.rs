@@ -18,10 +18,10 @@ use kube::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::json;
+use vnest_crds::containment::covers;
 
 use crate::{
     cache,
-    diff::covers,
     engine::{self, Ctx, FIELD_MANAGER, Key, Queue, is_not_found},
     translate::from_host::{LABEL_FROM_HOST, is_from_host, virtual_copy},
 };

@@ -13,12 +13,12 @@ use kube::{
     api::{DeleteParams, Patch, PatchParams},
     runtime::{WatchStreamExt, watcher},
 };
+use vnest_crds::containment::covers;
 use vnest_crds::meta::{
     ANNOTATION_OBJECT_NAME, LABEL_SYNCER_MANAGED_BY, LABEL_VIRTUAL_CLUSTER_NAMESPACE,
 };
 
 use crate::{
-    diff::covers,
     engine::{self, Ctx, FIELD_MANAGER, Queue, is_not_found},
     translate::priority_class::{host_class_name, host_copies_selector, host_priority_class},
 };

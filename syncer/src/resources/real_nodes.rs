@@ -17,11 +17,11 @@ use kube::{
     },
 };
 use serde_json::json;
+use vnest_crds::containment::covers;
 use vnest_crds::meta::ANNOTATION_APPLIED_HASH;
 
 use crate::{
     cache,
-    diff::covers,
     engine::{Ctx, FIELD_MANAGER, Key, Queue, is_not_found},
     translate::node::{real_node, real_node_status, selected, without_condition_taints},
 };

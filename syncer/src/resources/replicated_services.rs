@@ -13,6 +13,7 @@ use kube::{
     api::{DeleteParams, ListParams, Patch, PatchParams},
     runtime::{WatchStreamExt, watcher},
 };
+use vnest_crds::containment::covers;
 use vnest_crds::{
     ReplicateServices,
     meta::{LABEL_REPLICATED_TO_HOST, LABEL_SYNCER_MANAGED_BY},
@@ -20,7 +21,6 @@ use vnest_crds::{
 };
 
 use crate::{
-    diff::covers,
     engine::{self, Ctx, FIELD_MANAGER, Queue, is_not_found},
     translate::{
         from_host::{LABEL_FROM_HOST, is_from_host},
