@@ -16,8 +16,7 @@ use vnest_crds::meta::ANNOTATION_OBJECT_UID;
 
 use super::{
     Ctx, Decision, FIELD_MANAGER, HostGone, Key, Queue, Syncer, conflict_note, is_not_found,
-    key_of, name_conflict,
-    runner::{push_every_key, work},
+    key_of, name_conflict, runner::push_every_key,
 };
 
 pub(super) struct Engine<S: Syncer> {
@@ -33,14 +32,6 @@ pub(super) struct Engine<S: Syncer> {
 impl<S: Syncer> Engine<S> {
     pub(super) fn push_all(&self) {
         push_every_key(&self.virt, &self.host, &self.queue);
-    }
-
-    pub(super) async fn work(self: Arc<Self>) {
-        work(&self.ctx, &self.queue, S::KIND, |key| {
-            let this = self.clone();
-            async move { this.reconcile(&key).await }
-        })
-        .await
     }
 
     fn host_api(&self) -> Api<S::K> {
@@ -148,7 +139,7 @@ impl<S: Syncer> Engine<S> {
         }
     }
 
-    async fn reconcile(&self, key: &Key) -> anyhow::Result<()> {
+    pub(super) async fn reconcile(&self, key: &Key) -> anyhow::Result<()> {
         let (namespace, name) = key;
         let host_name = self.ctx.target.host_name(name, namespace);
         let virt = self.virt.get(&ObjectRef::new(name).within(namespace));

@@ -7,7 +7,7 @@ use std::{
     time::Duration,
 };
 
-use futures::{StreamExt, TryStreamExt, stream};
+use futures::{Stream, StreamExt, TryStreamExt, stream};
 use kube::{
     Api, Resource, ResourceExt,
     runtime::{
@@ -65,6 +65,113 @@ where
     }
 }
 
+/// Which of a runner's two caches an event came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Virtual,
+    Host,
+}
+
+/// A watch event as a runner receives it.
+pub type Event<K> = watcher::Result<watcher::Event<K>>;
+
+/// One side's reflected watch events, tagged with the side.
+pub fn side<K, S>(side: Side, events: S) -> impl Stream<Item = (Side, Event<K>)> + Send + 'static
+where
+    S: Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
+{
+    events.map(move |e| (side, e))
+}
+
+/// What every runner shares: its name, its two caches, its queue and how many workers drain
+/// it. [`Loop::run`] is the one sync loop every runner (to-host engine, from-host mirrors,
+/// custom resources) goes through.
+pub struct Loop<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    /// For logs and metrics.
+    pub kind: String,
+    pub virt: Store<K>,
+    pub host: Store<K>,
+    pub queue: Queue,
+    pub workers: usize,
+}
+
+impl<K> Loop<K>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    /// Runs until the watches end: `events` (both sides, already through the reflectors that
+    /// fill the caches) queue keys through `touched` for every object they name, and through
+    /// `every_key` on a re-list (after the API server or etcd restarted, or a watch expired,
+    /// no event names an object deleted while the watch was down: every key is reconciled
+    /// then, or a copy deleted in that gap stays wrong until the next resync). Once both
+    /// caches have listed, `every_key` runs again every [`RESYNC`], and the workers call
+    /// `reconcile` on each key the queue hands out.
+    pub async fn run<E, T, A, R, Fut>(
+        self,
+        ctx: &Ctx,
+        events: E,
+        touched: T,
+        every_key: A,
+        reconcile: R,
+    ) where
+        E: Stream<Item = (Side, Event<K>)> + Send + 'static,
+        T: Fn(Side, &K) + Send + 'static,
+        A: Fn() + Clone + Send + Sync + 'static,
+        R: Fn(Key) -> Fut,
+        Fut: Future<Output = anyhow::Result<()>>,
+    {
+        let kind = self.kind;
+        // The error series exists from the start (at 0), so alert rules see the first failure.
+        ctx.metrics.reconcile_errors.with_label_values(&[&kind]);
+        let watch_task = tokio::spawn(events.for_each({
+            let (kind, every_key) = (kind.clone(), every_key.clone());
+            move |(side, event)| {
+                dispatch(&kind, side, event, &touched, &every_key);
+                futures::future::ready(())
+            }
+        }));
+        caches_synced(ctx, &kind, &self.virt, &self.host).await;
+        let resync = tokio::spawn(async move {
+            loop {
+                every_key();
+                tokio::time::sleep(RESYNC).await;
+            }
+        });
+        let (queue, reconcile) = (&self.queue, &reconcile);
+        futures::future::join_all((0..self.workers).map(|_| work(ctx, queue, &kind, reconcile)))
+            .await;
+        resync.abort();
+        watch_task.abort();
+    }
+}
+
+/// Queues what one watch event calls for: the keys of the object it names, or every key
+/// after a re-list.
+fn dispatch<K>(
+    kind: &str,
+    side: Side,
+    event: Event<K>,
+    touched: &impl Fn(Side, &K),
+    every_key: &impl Fn(),
+) {
+    match event {
+        Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o)) => {
+            touched(side, &o)
+        }
+        Ok(watcher::Event::InitDone) => every_key(),
+        Ok(_) => {}
+        Err(e) => {
+            let virt = side == Side::Virtual;
+            tracing::warn!(kind, virt, error = %e, "watch failed; retrying");
+        }
+    }
+}
+
 /// Runs the engine for `syncer` until the watches end.
 pub async fn run<S: Syncer>(
     syncer: S,
@@ -73,8 +180,6 @@ pub async fn run<S: Syncer>(
     queue: Queue,
     followers: Vec<Follower<S::K>>,
 ) {
-    // The error series exists from the start (at 0), so alert rules see the first failure.
-    ctx.metrics.reconcile_errors.with_label_values(&[S::KIND]);
     let engine = Arc::new(Engine {
         syncer,
         ctx: ctx.clone(),
@@ -83,7 +188,6 @@ pub async fn run<S: Syncer>(
         queue: queue.clone(),
         reported: Mutex::default(),
     });
-    let host_ns = ctx.target.host_namespace.clone();
     let virt_events = cache::watch(
         Api::<S::K>::all(ctx.virt.clone()),
         watcher::Config::default(),
@@ -102,70 +206,57 @@ pub async fn run<S: Syncer>(
             futures::future::ready(keep)
         }
     });
-    let virt_events = reflector(watches.virt_writer, virt_events).map(|e| (true, e));
     let host_config = watcher::Config::default().labels(&managed_by_selector(&ctx.target.vc));
-    let host_events = reflector(
-        watches.host_writer,
-        cache::watch(
-            Api::<S::K>::namespaced(ctx.host.clone(), &host_ns),
-            host_config,
-        ),
-    )
-    .map(|e| (false, e));
-    let (virt_store, host_store, target) = (
-        watches.virt.clone(),
-        watches.host.clone(),
-        ctx.target.clone(),
+    let host_events = cache::watch(
+        Api::<S::K>::namespaced(ctx.host.clone(), &ctx.target.host_namespace),
+        host_config,
     );
-    let events = stream::select(virt_events, host_events).for_each(move |(is_virt, event)| {
-        let obj = match event {
-            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o)) => o,
-            // A re-list (after the API server or etcd restarted, or a watch expired) names
-            // no object deleted while the watch was down: reconcile every key then, or a
-            // host copy deleted in that gap stays missing until the next resync.
-            Ok(watcher::Event::InitDone) => {
-                push_every_key(&virt_store, &host_store, &queue);
-                return futures::future::ready(());
+    let events = stream::select(
+        side(Side::Virtual, reflector(watches.virt_writer, virt_events)),
+        side(Side::Host, reflector(watches.host_writer, host_events)),
+    );
+    let touched = {
+        let (host_store, target, queue) = (watches.host.clone(), ctx.target.clone(), queue.clone());
+        move |side: Side, obj: &S::K| match side {
+            Side::Virtual => {
+                // A virtual object without a host copy yet goes first: creation latency is
+                // what tenants feel, status follow-ups of earlier objects can wait.
+                let key = key_of(obj);
+                let host_name = target.host_name(&key.1, &key.0);
+                let copy = ObjectRef::new(&host_name).within(&target.host_namespace);
+                if host_store.get(&copy).is_none() {
+                    queue.push_urgent(key);
+                } else {
+                    queue.push(key);
+                }
+                for (q, keys) in &followers {
+                    keys(obj).into_iter().for_each(|k| q.push(k));
+                }
             }
-            Ok(_) => return futures::future::ready(()),
-            Err(e) => {
-                tracing::warn!(kind = S::KIND, virt = is_virt, error = %e, "watch failed; retrying");
-                return futures::future::ready(());
+            Side::Host => {
+                if let Some(k) = virtual_key(obj) {
+                    queue.push(k);
+                }
             }
-        };
-        if is_virt {
-            // A virtual object without a host copy yet goes first: creation latency is what
-            // tenants feel, status follow-ups of earlier objects can wait.
-            let key = key_of(&obj);
-            let host_name = target.host_name(&key.1, &key.0);
-            if host_store.get(&ObjectRef::new(&host_name).within(&target.host_namespace)).is_none() {
-                queue.push_urgent(key);
-            } else {
-                queue.push(key);
-            }
-            for (q, keys) in &followers {
-                keys(&obj).into_iter().for_each(|k| q.push(k));
-            }
-        } else if let Some(k) = virtual_key(&obj) {
-            queue.push(k);
         }
-        futures::future::ready(())
-    });
-    let watch_task = tokio::spawn(events);
-
-    caches_synced(&ctx, S::KIND, &engine.virt, &engine.host).await;
-    let resync = tokio::spawn({
+    };
+    let every_key = {
         let engine = engine.clone();
-        async move {
-            loop {
-                engine.push_all();
-                tokio::time::sleep(RESYNC).await;
-            }
-        }
-    });
-    futures::future::join_all((0..WORKERS).map(|_| engine.clone().work())).await;
-    resync.abort();
-    watch_task.abort();
+        move || engine.push_all()
+    };
+    let runner = Loop {
+        kind: S::KIND.to_string(),
+        virt: watches.virt,
+        host: watches.host,
+        queue,
+        workers: WORKERS,
+    };
+    runner
+        .run(&ctx, events, touched, every_key, |key| {
+            let engine = engine.clone();
+            async move { engine.reconcile(&key).await }
+        })
+        .await;
 }
 
 /// Queues the key of every virtual object and of every host copy's source.
@@ -181,4 +272,49 @@ where
         .iter()
         .filter_map(|o| virtual_key(o.as_ref()))
         .for_each(|k| queue.push(k));
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn cm(name: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// Objects an event names are queued from their side; a re-list (`InitDone`) queues
+    /// every key, since no event names what was deleted while the watch was down.
+    #[test]
+    fn a_relist_reconciles_every_key() {
+        let seen = RefCell::new(Vec::new());
+        let touched = |side: Side, o: &ConfigMap| {
+            seen.borrow_mut().push(format!("{side:?} {}", o.name_any()))
+        };
+        let every_key = || seen.borrow_mut().push("every key".to_string());
+        let events = [
+            (Side::Virtual, Ok(watcher::Event::Apply(cm("a")))),
+            (Side::Host, Ok(watcher::Event::Delete(cm("b")))),
+            (Side::Host, Ok(watcher::Event::Init)),
+            (Side::Host, Ok(watcher::Event::InitApply(cm("c")))),
+            (Side::Host, Ok(watcher::Event::InitDone)),
+        ];
+        for (side, event) in events {
+            dispatch("ConfigMap", side, event, &touched, &every_key);
+        }
+        assert_eq!(
+            seen.into_inner(),
+            ["Virtual a", "Host b", "Host c", "every key"]
+        );
+    }
 }

@@ -19,7 +19,7 @@ use vnest_crds::meta::{ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_NAMESPACE};
 
 use crate::{
     cache,
-    engine::{Ctx, FIELD_MANAGER, Queue},
+    engine::{self, Ctx, FIELD_MANAGER, Queue},
     translate::event::{VirtualObject, is_own, virtual_event},
 };
 
@@ -138,20 +138,11 @@ pub async fn run(ctx: Arc<Ctx>, host_pods: Store<Pod>, virt_pods: Store<Pod>) {
             if ready.0.is_err() || ready.1.is_err() || ready.2.is_err() {
                 return;
             }
-            loop {
-                let (key, _) = queue.pop().await;
-                let result = copier.reconcile(&key.1).await;
-                if let Err(e) = &result {
-                    copier
-                        .ctx
-                        .metrics
-                        .reconcile_errors
-                        .with_label_values(&["Event"])
-                        .inc();
-                    tracing::warn!(event = %key.1, error = format!("{e:#}"), "event copy failed");
-                }
-                queue.done(key, result.is_ok());
-            }
+            engine::work(&copier.ctx, &queue, "Event", |key| {
+                let copier = &copier;
+                async move { copier.reconcile(&key.1).await }
+            })
+            .await;
         }
     }));
     futures::join!(watch, work);

@@ -13,7 +13,7 @@ use kube::{
 use serde_json::json;
 
 use crate::{
-    engine::{Ctx, FIELD_MANAGER, Key, Queue, is_not_found},
+    engine::{self, Ctx, FIELD_MANAGER, Key, Queue, is_not_found},
     translate::node::{LABEL_FAKE_NODE, minimal_node, without_condition_taints},
 };
 
@@ -94,16 +94,9 @@ pub async fn run(ctx: Arc<Ctx>, pods: Store<Pod>, queue: Queue) {
         .iter()
         .flat_map(|p| node_of(p))
         .for_each(|k| queue.push(k));
-    loop {
-        let (key, _) = queue.pop().await;
-        let result = reconcile(&ctx, &pods, &key.1).await;
-        if let Err(e) = &result {
-            ctx.metrics
-                .reconcile_errors
-                .with_label_values(&["Node"])
-                .inc();
-            tracing::warn!(node = %key.1, error = format!("{e:#}"), "reconcile failed");
-        }
-        queue.done(key, result.is_ok());
-    }
+    engine::work(&ctx, &queue, "Node", |key| {
+        let (ctx, pods) = (&ctx, &pods);
+        async move { reconcile(ctx, pods, &key.1).await }
+    })
+    .await;
 }

@@ -22,7 +22,7 @@ use vnest_crds::meta::ANNOTATION_APPLIED_HASH;
 
 use crate::{
     cache,
-    engine::{Ctx, FIELD_MANAGER, Key, Queue, is_not_found},
+    engine::{self, Ctx, FIELD_MANAGER, Queue, is_not_found},
     translate::node::{real_node, real_node_status, selected, without_condition_taints},
 };
 
@@ -164,18 +164,11 @@ pub async fn run(ctx: Arc<Ctx>, pods: Option<Store<Pod>>, queue: Queue) {
             return;
         }
         let caches = Caches { host, virt, pods };
-        loop {
-            let (key, _): (Key, _) = queue.pop().await;
-            let result = reconcile(&ctx, &caches, &key.1).await;
-            if let Err(e) = &result {
-                ctx.metrics
-                    .reconcile_errors
-                    .with_label_values(&["Node"])
-                    .inc();
-                tracing::warn!(node = %key.1, error = format!("{e:#}"), "reconcile failed");
-            }
-            queue.done(key, result.is_ok());
-        }
+        engine::work(&ctx, &queue, "Node", |key| {
+            let (ctx, caches) = (&ctx, &caches);
+            async move { reconcile(ctx, caches, &key.1).await }
+        })
+        .await;
     };
     futures::join!(host_events, virt_events, work);
 }

@@ -23,7 +23,7 @@ use vnest_crds::{
 
 use crate::{
     cache,
-    engine::{Ctx, FIELD_MANAGER, Key, Queue},
+    engine::{self, Ctx, FIELD_MANAGER, Key, Queue},
     translate::endpoints::{ANNOTATION_FROM_HOST, LABEL_ENDPOINTS_MANAGED_BY, virtual_endpoints},
 };
 
@@ -159,18 +159,11 @@ pub async fn run(ctx: Arc<Ctx>, caches: Caches, queue: Queue) {
                 queue.push(k);
             }
         }
-        loop {
-            let (key, _) = queue.pop().await;
-            let result = reconcile(&ctx, &caches, &host_endpoints, &key).await;
-            if let Err(e) = &result {
-                ctx.metrics
-                    .reconcile_errors
-                    .with_label_values(&["Endpoints"])
-                    .inc();
-                tracing::warn!(namespace = %key.0, name = %key.1, error = format!("{e:#}"), "virtual endpoints reconcile failed");
-            }
-            queue.done(key, result.is_ok());
-        }
+        engine::work(&ctx, &queue, "Endpoints", |key| {
+            let (ctx, caches, host_endpoints) = (&ctx, &caches, &host_endpoints);
+            async move { reconcile(ctx, caches, host_endpoints, &key).await }
+        })
+        .await;
     };
     futures::join!(watch, work);
 }
