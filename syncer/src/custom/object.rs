@@ -14,7 +14,7 @@ use vnest_crds::{
 };
 
 use super::merge;
-use crate::translate::Target;
+use crate::translate::{Target, TranslateError};
 
 /// On a from-host copy: the host's content at the last sync, so a tenant's edit of a field
 /// stays until the host changes that field ([`merge::merge`]).
@@ -58,13 +58,14 @@ pub fn to_host(
     resource: &ApiResource,
     namespaced: bool,
     virt: &DynamicObject,
-) -> Result<Value, String> {
-    let name = virt.metadata.name.as_deref().ok_or_else(|| {
-        format!(
-            "a {} without metadata.name cannot be mirrored",
-            resource.kind
-        )
-    })?;
+) -> Result<Value, TranslateError> {
+    let name = virt
+        .metadata
+        .name
+        .as_deref()
+        .ok_or_else(|| TranslateError::Unnamed {
+            kind: resource.kind.clone(),
+        })?;
     let mut meta = target.host_meta(&resource.kind, &virt.metadata);
     if !namespaced {
         meta.name = Some(host_name(target, false, name, ""));
@@ -205,7 +206,9 @@ mod tests {
     fn a_nameless_object_cannot_be_mirrored() {
         let mut f = tenant_flunder();
         f.metadata.name = None;
-        let e = to_host(&Target::new("vc", "h"), &resource(), true, &f).unwrap_err();
+        let e = to_host(&Target::new("vc", "h"), &resource(), true, &f)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("metadata.name"), "{e}");
     }
 

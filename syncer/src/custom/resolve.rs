@@ -156,7 +156,7 @@ pub async fn resolve(
         .with_context(|| format!("failed to read the host's CRD {resource_name}"))?
     {
         Some(host_crd) => (
-            crd::copied(&host_crd, &version).map_err(Final)?,
+            crd::copied(&host_crd, &version).map_err(|e| Final(e.to_string()))?,
             Backing::Crd,
         ),
         None => {
@@ -208,7 +208,7 @@ async fn ensure_virtual_crd(virt: &Client, wanted: CustomResourceDefinition) -> 
         .get_opt(&name)
         .await
         .with_context(|| format!("failed to read the virtual CRD {name}"))?;
-    let desired = crd::roll_forward(existing.as_ref(), wanted).map_err(Final)?;
+    let desired = crd::roll_forward(existing.as_ref(), wanted).map_err(|e| Final(e.to_string()))?;
     let current = existing.as_ref().is_some_and(|e| {
         covers(
             &serde_json::to_value(e).unwrap_or_default(),

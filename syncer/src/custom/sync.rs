@@ -210,8 +210,7 @@ impl Runner {
                 .await;
             return Ok(());
         }
-        let desired = object::to_host(&self.ctx.target, &res.resource, res.namespaced, &virt)
-            .map_err(anyhow::Error::msg)?;
+        let desired = object::to_host(&self.ctx.target, &res.resource, res.namespaced, &virt)?;
         // The cache may trail a mirror just written (by the proxy's write-through): a read
         // is cheaper than a write.
         let host = match host {

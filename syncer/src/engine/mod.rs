@@ -44,6 +44,16 @@ pub use runner::{caches_synced, run, work};
 /// Field manager of every host write.
 pub const FIELD_MANAGER: &str = "vnest-syncer";
 
+/// Why the syncer is not ready (`/readyz` answers with it).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotReady {
+    /// It may not sync (yet), and why: custom resources not resolved.
+    #[error("{0}")]
+    Blocked(String),
+    #[error("caches not synced")]
+    CachesNotSynced,
+}
+
 /// Everything a reconcile may use: both clients, where host copies go, the configuration.
 pub struct Ctx {
     pub host: Client,
@@ -65,13 +75,13 @@ pub struct Ctx {
 
 impl Ctx {
     /// Ready once every engine's caches finished their first list; else why not.
-    pub fn readiness(&self) -> Result<(), String> {
+    pub fn readiness(&self) -> Result<(), NotReady> {
         if let Some(why) = self.blocked.lock().expect("not poisoned").as_ref() {
-            return Err(why.clone());
+            return Err(NotReady::Blocked(why.clone()));
         }
         match self.unsynced.load(Ordering::SeqCst) {
             0 => Ok(()),
-            _ => Err("caches not synced".into()),
+            _ => Err(NotReady::CachesNotSynced),
         }
     }
 

@@ -252,7 +252,7 @@ impl Replicator {
             Some(Ok(d)) => d,
             other => {
                 if let Some(Err(reason)) = other {
-                    tracing::info!(from = ?e.from, reason, "not replicated");
+                    tracing::info!(from = ?e.from, %reason, "not replicated");
                 }
                 if actual.is_some() {
                     self.delete(e.direction, &target_api, &e.to.1).await?;

@@ -3,6 +3,7 @@
 
 pub mod configmap;
 pub mod endpoints;
+pub mod error;
 pub mod event;
 pub mod from_host;
 pub mod ingress;
@@ -23,6 +24,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use vnest_crds::translate;
+
+pub use error::TranslateError;
 
 /// Annotations of a virtual object that never reach its host copy: the syncer's own, and
 /// kubectl's copy of the virtual manifest (which names virtual objects).

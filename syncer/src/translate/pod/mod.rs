@@ -14,7 +14,7 @@ use vnest_crds::patch::PodPatches;
 pub use references::{References, references};
 pub use token::{ANNOTATION_TOKEN, TOKEN_KEY, TokenDelivery, requested_tokens};
 
-use super::Target;
+use super::{Target, TranslateError};
 use env::{point_at_virtual_api, rewrite_downward_api};
 use references::{containers_mut, walk_references};
 use token::replace_tokens;
@@ -44,14 +44,13 @@ pub struct PodEnv {
 pub fn requested_node(
     spec: &PodSpec,
     shown: impl Fn(&str) -> bool,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, TranslateError> {
     match spec.node_name.as_deref().filter(|n| !n.is_empty()) {
         None => Ok(None),
         Some(node) if shown(node) => Ok(Some(node.to_string())),
-        Some(node) => Err(format!(
-            "not synced to the host: spec.nodeName {node} is not one of the virtual cluster's nodes \
-             (those shown from host nodes its pods run on); leave spec.nodeName empty or name one of them"
-        )),
+        Some(node) => Err(TranslateError::NodeNotShown {
+            node: node.to_string(),
+        }),
     }
 }
 
@@ -139,13 +138,16 @@ pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
 }
 
 /// Host pod `pod` with the `toHost.pods` patches applied, or why they cannot be.
-pub fn patch_host_pod(pod: Pod, patches: &PodPatches) -> Result<Pod, String> {
+pub fn patch_host_pod(pod: Pod, patches: &PodPatches) -> Result<Pod, TranslateError> {
     if patches.is_empty() {
         return Ok(pod);
     }
-    let mut value = serde_json::to_value(pod).map_err(|e| e.to_string())?;
-    patches.apply(&mut value)?;
-    serde_json::from_value(value).map_err(|e| format!("the patched pod is not a valid pod: {e}"))
+    let invalid = |e: serde_json::Error| TranslateError::PatchedPodInvalid(e.to_string());
+    let mut value = serde_json::to_value(pod).map_err(invalid)?;
+    patches
+        .apply(&mut value)
+        .map_err(TranslateError::PodPatch)?;
+    serde_json::from_value(value).map_err(invalid)
 }
 
 /// The status the virtual pod should show: the host pod's, as the host reports it, except
@@ -369,7 +371,9 @@ spec:
         let p = patches("translatePatches: [{path: spec.priority, expression: \"'1'\"}]");
         let mut virt: Pod = from_yaml(POD);
         virt.spec.as_mut().unwrap().priority = Some(5);
-        let err = patch_host_pod(host_pod(&virt, &target(), &env()), &p).unwrap_err();
+        let err = patch_host_pod(host_pod(&virt, &target(), &env()), &p)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("translatePatches[0] (spec.priority): the field is a number"),
             "{err}"
@@ -389,7 +393,9 @@ spec:
             requested_node(&spec(Some("worker-1")), shown),
             Ok(Some("worker-1".to_string()))
         );
-        let why = requested_node(&spec(Some("control-plane")), shown).unwrap_err();
+        let why = requested_node(&spec(Some("control-plane")), shown)
+            .unwrap_err()
+            .to_string();
         assert!(why.contains("spec.nodeName control-plane"), "{why}");
         assert!(
             why.contains("not one of the virtual cluster's nodes"),
