@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use futures::stream;
 use kube::{
     Api, Client, Resource, ResourceExt,
-    api::{DeleteParams, DynamicObject, Patch, PatchParams},
+    api::{DeleteParams, DynamicObject},
     runtime::{
         reflector::{self, ObjectRef, Store, reflector},
         watcher,
@@ -24,7 +24,7 @@ use super::{key::Direction, object, resolve::Resolved};
 use crate::{
     cache,
     engine::{
-        self, Ctx, FIELD_MANAGER, Key, Queue, is_not_found,
+        self, Ctx, Key, Queue, is_not_found,
         runner::{self, Loop, Side},
         virtual_key,
     },
@@ -222,12 +222,7 @@ impl Runner {
             .is_some_and(|h| object::mirror_current(h, &desired))
         {
             self.count_write();
-            host_api
-                .patch(
-                    &host_name,
-                    &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(&desired),
-                )
+            engine::apply(&host_api, &host_name, &desired)
                 .await
                 .with_context(|| format!("failed to apply host {} {host_name}", res.name()))?;
             tracing::info!(resource = %res.name(), host = %host_name, "applied host mirror");
@@ -273,13 +268,7 @@ impl Runner {
             .as_ref()
             .is_some_and(|c| object::copy_current(c, &desired))
         {
-            let applied = virt_api
-                .patch(
-                    name,
-                    &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(&desired),
-                )
-                .await;
+            let applied = engine::apply(&virt_api, name, &desired).await;
             match applied {
                 // The tenant has no namespace of that name: nothing to show it in.
                 Err(e) if is_not_found(&e) && res.namespaced => {
@@ -315,19 +304,15 @@ impl Runner {
             "kind": self.res.resource.kind,
             "status": status,
         });
-        api.patch_status(
-            &virt.name_any(),
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(body),
-        )
-        .await
-        .with_context(|| {
-            format!(
-                "failed to write the status of virtual {} {}",
-                self.res.name(),
-                virt.name_any()
-            )
-        })?;
+        engine::apply_status(&api, &virt.name_any(), &body)
+            .await
+            .with_context(|| {
+                format!(
+                    "failed to write the status of virtual {} {}",
+                    self.res.name(),
+                    virt.name_any()
+                )
+            })?;
         Ok(())
     }
 }

@@ -22,8 +22,8 @@ use std::{
 
 use k8s_openapi::NamespaceResourceScope;
 use kube::{
-    Client, Resource, ResourceExt,
-    api::DeleteParams,
+    Api, Client, Resource, ResourceExt,
+    api::{DeleteParams, Patch, PatchParams},
     runtime::{
         events::{Event as KubeEvent, EventType, Recorder},
         reflector::{self, Store},
@@ -43,6 +43,32 @@ pub use runner::{caches_synced, run, work};
 
 /// Field manager of every host write.
 pub const FIELD_MANAGER: &str = "vnest-syncer";
+
+/// What every synced object is: cached, logged, (de)serialized and shared by the workers.
+pub trait Object: Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static {}
+
+impl<T: Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static> Object for T {}
+
+/// Server-side applies `body` as object `name` of `api`, as [`FIELD_MANAGER`], forced: the
+/// fields the syncer sets are its own.
+pub async fn apply<K, B>(api: &Api<K>, name: &str, body: &B) -> kube::Result<K>
+where
+    K: Clone + DeserializeOwned + Debug,
+    B: Serialize + Debug,
+{
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(name, &params, &Patch::Apply(body)).await
+}
+
+/// As [`apply`], on the status subresource.
+pub async fn apply_status<K, B>(api: &Api<K>, name: &str, body: &B) -> kube::Result<K>
+where
+    K: Clone + DeserializeOwned + Debug,
+    B: Serialize + Debug,
+{
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch_status(name, &params, &Patch::Apply(body)).await
+}
 
 /// Why the syncer is not ready (`/readyz` answers with it).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -136,14 +162,7 @@ pub enum HostGone {
 
 /// A type of object the syncer copies to the host: only what differs from the others.
 pub trait Syncer: Send + Sync + 'static {
-    type K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + Debug
-        + Serialize
-        + DeserializeOwned
-        + Send
-        + Sync
-        + 'static;
+    type K: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Object;
     /// The kind, as written into `vcluster.loft.sh/object-kind` and metrics.
     const KIND: &'static str;
 

@@ -9,14 +9,14 @@ use std::{
 use anyhow::Context as _;
 use kube::{
     Api, Resource, ResourceExt,
-    api::{DeleteParams, Patch, PatchParams},
+    api::DeleteParams,
     runtime::reflector::{ObjectRef, Store},
 };
 use vnest_crds::meta::ANNOTATION_OBJECT_UID;
 
 use super::{
-    Ctx, Decision, FIELD_MANAGER, HostGone, Key, Queue, Syncer, conflict_note, is_not_found,
-    key_of, name_conflict, runner::push_every_key,
+    Ctx, Decision, HostGone, Key, Queue, Syncer, conflict_note, is_not_found, key_of,
+    name_conflict, runner::push_every_key,
 };
 
 pub(super) struct Engine<S: Syncer> {
@@ -81,10 +81,9 @@ impl<S: Syncer> Engine<S> {
         self.count_write();
         let name = body.name_any();
         let api = self.host_api();
-        let params = PatchParams::apply(FIELD_MANAGER).force();
         self.ctx
             .metrics
-            .timed("host_apply", api.patch(&name, &params, &Patch::Apply(body)))
+            .timed("host_apply", super::apply(&api, &name, body))
             .await
             .with_context(|| format!("failed to apply host {} {name}", S::KIND))?;
         tracing::info!(kind = S::KIND, host = %name, "applied host copy");

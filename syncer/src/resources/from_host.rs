@@ -4,7 +4,7 @@
 //! virtual objects carrying [`LABEL_FROM_HOST`] are ever written or deleted, so a tenant's
 //! own object of the same name is left alone.
 
-use std::{fmt::Debug, marker::PhantomData, sync::Arc};
+use std::{marker::PhantomData, sync::Arc};
 
 use futures::stream;
 use k8s_openapi::ClusterResourceScope;
@@ -16,14 +16,13 @@ use kube::{
         watcher,
     },
 };
-use serde::{Serialize, de::DeserializeOwned};
 use serde_json::json;
 use vnest_crds::containment::covers;
 
 use crate::{
     cache,
     engine::{
-        Ctx, FIELD_MANAGER, Key, Queue, is_not_found,
+        self, Ctx, Key, Object, Queue, is_not_found,
         runner::{self, Loop, Side},
     },
     translate::from_host::{LABEL_FROM_HOST, is_from_host, virtual_copy},
@@ -34,14 +33,7 @@ const WORKERS: usize = 2;
 
 /// A cluster-scoped kind shown from the host: what its virtual copy is.
 pub trait Mirror: Send + Sync + 'static {
-    type K: Resource<DynamicType = (), Scope = ClusterResourceScope>
-        + Clone
-        + Debug
-        + Serialize
-        + DeserializeOwned
-        + Send
-        + Sync
-        + 'static;
+    type K: Resource<DynamicType = (), Scope = ClusterResourceScope> + Object;
     /// The kind, for logs and metrics.
     const KIND: &'static str;
 
@@ -190,12 +182,7 @@ impl<M: Mirror> Runner<M> {
             return Ok(());
         }
         if !spec_covered {
-            self.api()
-                .patch(
-                    name,
-                    &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(&body),
-                )
+            engine::apply(&self.api(), name, &body)
                 .await
                 .map_err(|e| anyhow::anyhow!("failed to apply virtual {} {name}: {e}", M::KIND))?;
             tracing::info!(kind = M::KIND, name, "virtual copy up to date");

@@ -9,7 +9,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, ListParams, Patch, PatchParams},
+    api::{DeleteParams, Patch, PatchParams},
     runtime::{
         WatchStreamExt,
         reflector::{self, Store},
@@ -22,7 +22,7 @@ use vnest_crds::meta::ANNOTATION_APPLIED_HASH;
 
 use crate::{
     cache,
-    engine::{self, Ctx, FIELD_MANAGER, Queue, is_not_found},
+    engine::{self, Ctx, Queue, is_not_found},
     translate::node::{real_node, real_node_status, selected, without_condition_taints},
 };
 
@@ -51,14 +51,7 @@ async fn pods_on(
     if cached || !live {
         return Ok(cached);
     }
-    let anywhere = Api::<Pod>::all(ctx.virt.clone())
-        .list(
-            &ListParams::default()
-                .fields(&format!("spec.nodeName={node}"))
-                .limit(1),
-        )
-        .await?;
-    Ok(!anywhere.items.is_empty())
+    super::nodes::pods_anywhere_on(ctx, node).await
 }
 
 async fn reconcile(ctx: &Ctx, caches: &Caches, name: &str) -> anyhow::Result<()> {
@@ -93,9 +86,8 @@ async fn reconcile(ctx: &Ctx, caches: &Caches, name: &str) -> anyhow::Result<()>
     }
     let desired = real_node(&host);
     let hash = |n: &Node| n.annotations().get(ANNOTATION_APPLIED_HASH).cloned();
-    let params = PatchParams::apply(FIELD_MANAGER).force();
     if virt.as_ref().and_then(|v| hash(v)) != hash(&desired) {
-        api.patch(name, &params, &Patch::Apply(&desired)).await?;
+        engine::apply(&api, name, &desired).await?;
         tracing::info!(node = name, "virtual copy of host node applied");
     }
     let host_taints = host.spec.as_ref().and_then(|s| s.taints.clone());
@@ -119,12 +111,8 @@ async fn reconcile(ctx: &Ctx, caches: &Caches, name: &str) -> anyhow::Result<()>
         &serde_json::to_value(&status)?,
     );
     if status.is_some() && (differs || images_left) {
-        api.patch_status(
-            name,
-            &params,
-            &Patch::Apply(json!({ "apiVersion": "v1", "kind": "Node", "status": status })),
-        )
-        .await?;
+        let status = json!({ "apiVersion": "v1", "kind": "Node", "status": status });
+        engine::apply_status(&api, name, &status).await?;
     }
     Ok(())
 }
