@@ -6,6 +6,8 @@
 //! once, here.
 
 pub mod activity;
+pub mod containment;
+pub mod digest;
 pub mod duration;
 pub mod meta;
 pub mod patch;

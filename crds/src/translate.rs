@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
-use sha2::{Digest, Sha256};
 
+use crate::digest::sha256_hex;
 use crate::meta::{
     ANNOTATION_OBJECT_KIND, ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_NAMESPACE,
     ANNOTATION_OBJECT_UID, LABEL_SYNCER_MANAGED_BY, LABEL_SYNCER_NAMESPACE, is_reserved_label_key,
@@ -16,13 +16,6 @@ const MAX_NAME: usize = 63;
 /// Prefix of a rewritten tenant label key (vCluster's `LabelPrefix`).
 const REWRITTEN_LABEL_PREFIX: &str = "vcluster.loft.sh/label";
 
-fn sha256_hex(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// vCluster's `SafeConcatName`: the parts joined with `-`; past 63 bytes, the first 52, `-`
 /// and 10 hex digits of the SHA-256 of the whole, with every `.-` collapsed to `-`.
 pub fn safe_concat_name(parts: &[&str]) -> String {
@@ -30,7 +23,7 @@ pub fn safe_concat_name(parts: &[&str]) -> String {
     if full.len() <= MAX_NAME {
         return full;
     }
-    let hash = sha256_hex(&full);
+    let hash = sha256_hex(full.as_bytes());
     // Kubernetes names are ASCII, so byte 52 is a character boundary; a stray non-ASCII name
     // is cut at the nearest boundary below rather than panicking.
     let mut cut = 52;
@@ -60,7 +53,7 @@ pub fn host_label_key(key: &str, vc: &str) -> String {
     if !is_reserved_label_key(key) {
         return key.to_string();
     }
-    let hash = sha256_hex(key);
+    let hash = sha256_hex(key.as_bytes());
     safe_concat_name(&[REWRITTEN_LABEL_PREFIX, vc, "x", &hash[..10]])
 }
 
@@ -161,7 +154,7 @@ mod tests {
         assert_eq!(host.len(), 63);
         assert_eq!(&host[..52], &full[..52]);
         assert_eq!(&host[52..53], "-");
-        assert_eq!(&host[53..], &sha256_hex(&full)[..10]);
+        assert_eq!(&host[53..], &sha256_hex(full.as_bytes())[..10]);
     }
 
     /// Known vCluster output: the SHA-256 of the joined name decides the suffix.
@@ -175,7 +168,7 @@ mod tests {
             "a-very-long-deployment-name-abcdefghij-7d9f8c6b5-x4z-e1e86fb634"
         );
         // sha256("abc") is the FIPS 180-2 test vector; the hex helper must agree with it.
-        assert!(sha256_hex("abc").starts_with("ba7816bf8f"));
+        assert!(sha256_hex(b"abc").starts_with("ba7816bf8f"));
     }
 
     /// A dot left at the cut would make `.-`, which DNS names forbid; vCluster collapses it.

@@ -10,13 +10,15 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ObjectMeta};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
-use vnest_crds::{meta, quantity_value};
+/// True when every field of `desired` has the same value in `actual` (which may hold more,
+/// such as defaults and status). Quantities compare by value, as the API server rewrites
+/// them to a canonical spelling.
+pub use vnest_crds::containment::covers_quantities as contains;
+use vnest_crds::{digest, meta};
 
 /// Short, stable digest of a desired object.
 pub fn hash_of(object: &Value) -> String {
-    let digest = Sha256::digest(object.to_string().as_bytes());
-    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    digest::short_hash(object.to_string().as_bytes())
 }
 
 /// `desired` with its applied-hash annotation set.
@@ -28,40 +30,6 @@ pub fn with_hash(mut desired: Value) -> (Value, String) {
     }
     metadata["annotations"][meta::ANNOTATION_APPLIED_HASH] = Value::String(hash.clone());
     (desired, hash)
-}
-
-/// True when every field of `desired` has the same value in `actual` (which may hold more,
-/// such as defaults and status). Quantities compare by value, as the API server rewrites
-/// them to a canonical spelling.
-pub fn contains(actual: &Value, desired: &Value) -> bool {
-    match (desired, actual) {
-        (Value::Object(want), Value::Object(have)) => want.iter().all(|(k, w)| match have.get(k) {
-            Some(h) => contains(h, w),
-            None => is_empty(w),
-        }),
-        (Value::Object(want), Value::Null) => want.values().all(is_empty),
-        (Value::Array(want), Value::Array(have)) => {
-            want.len() == have.len() && want.iter().zip(have).all(|(w, h)| contains(h, w))
-        }
-        (Value::Array(want), Value::Null) => want.is_empty(),
-        (Value::String(w), Value::String(h)) => {
-            w == h || matches!((quantity_value(w), quantity_value(h)), (Some(a), Some(b)) if a == b)
-        }
-        (Value::Number(w), Value::String(h)) | (Value::String(h), Value::Number(w)) => {
-            quantity_value(h).is_some_and(|h| Some(h) == w.as_f64())
-        }
-        (w, h) => w == h,
-    }
-}
-
-/// The API server drops empty maps and lists; wanting one is satisfied by its absence.
-fn is_empty(value: &Value) -> bool {
-    match value {
-        Value::Object(m) => m.values().all(is_empty),
-        Value::Array(a) => a.is_empty(),
-        Value::Null => true,
-        _ => false,
-    }
 }
 
 /// Whether `desired` (already carrying `hash`) must be applied over `actual`.
@@ -86,8 +54,7 @@ pub fn owned_fields(meta: &ObjectMeta, manager: &str) -> Option<String> {
         Value::String(digest) => digest.clone(),
         fields => {
             let version = entry.api_version.as_deref().unwrap_or_default();
-            let digest = Sha256::digest(format!("{version} {fields}").as_bytes());
-            digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
+            digest::sha256_hex_prefix(format!("{version} {fields}").as_bytes(), 12)
         }
     })
 }

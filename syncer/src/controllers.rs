@@ -28,7 +28,7 @@ use crate::{
         configmaps::{self, ConfigMaps},
         endpoints::{self, EndpointsSyncer},
         events,
-        from_host::{self, Copies},
+        from_host::{self, Copies, Mirror},
         ingresses::{self, Ingresses},
         network_policies::{self, NetworkPolicies},
         nodes,
@@ -47,55 +47,25 @@ use crate::{
 
 /// The fromHost engines of the cluster-scoped classes and drivers that are enabled.
 fn from_host_copies(ctx: &Arc<Ctx>) -> Vec<BoxFuture<'static, ()>> {
+    /// The fromHost engine copying every host object of kind `K`, when `on`.
+    fn copies<K>(on: bool, ctx: &Arc<Ctx>) -> Option<BoxFuture<'static, ()>>
+    where
+        Copies<K>: Mirror,
+    {
+        let run = from_host::run(Copies::<K>::default(), ctx.clone(), Queue::default());
+        on.then(|| Box::pin(run) as BoxFuture<'static, ()>)
+    }
     let from_host = &ctx.config.sync.from_host;
-    let mut engines: Vec<BoxFuture<'static, ()>> = Vec::new();
-    let mut add = |on: bool, engine: BoxFuture<'static, ()>| {
-        if on {
-            engines.push(engine);
-        }
-    };
-    let q = Queue::default;
-    add(
-        from_host.storage_classes.enabled,
-        Box::pin(from_host::run(
-            Copies::<StorageClass>::default(),
-            ctx.clone(),
-            q(),
-        )),
-    );
-    add(
-        from_host.ingress_classes.enabled,
-        Box::pin(from_host::run(
-            Copies::<IngressClass>::default(),
-            ctx.clone(),
-            q(),
-        )),
-    );
-    add(
-        from_host.priority_classes.enabled,
-        Box::pin(from_host::run(
-            Copies::<PriorityClass>::default(),
-            ctx.clone(),
-            q(),
-        )),
-    );
-    add(
-        from_host.csi_drivers.enabled,
-        Box::pin(from_host::run(
-            Copies::<CSIDriver>::default(),
-            ctx.clone(),
-            q(),
-        )),
-    );
-    add(
-        from_host.csi_nodes.enabled,
-        Box::pin(from_host::run(
-            Copies::<CSINode>::default(),
-            ctx.clone(),
-            q(),
-        )),
-    );
-    engines
+    [
+        copies::<StorageClass>(from_host.storage_classes.enabled, ctx),
+        copies::<IngressClass>(from_host.ingress_classes.enabled, ctx),
+        copies::<PriorityClass>(from_host.priority_classes.enabled, ctx),
+        copies::<CSIDriver>(from_host.csi_drivers.enabled, ctx),
+        copies::<CSINode>(from_host.csi_nodes.enabled, ctx),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// Runs every enabled engine, and the sync of each resolved custom resource, until one ends

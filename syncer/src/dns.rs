@@ -15,13 +15,13 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, Resource,
-    api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams},
+    api::{ApiResource, DeleteParams, DynamicObject},
     runtime::{WatchStreamExt, watcher},
 };
 use serde_json::{Value, json};
 use vnest_crds::{CoreDns, SyncerConfig, meta::LABEL_MANAGED_BY};
 
-use crate::engine::{Ctx, FIELD_MANAGER, is_not_found};
+use crate::engine::{self, Ctx, is_not_found};
 
 /// Namespace of the DNS objects, where Kubernetes clients expect `kube-dns`.
 pub const NAMESPACE: &str = "kube-system";
@@ -209,12 +209,7 @@ async fn apply(ctx: &Ctx) -> anyhow::Result<()> {
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         let namespaced = object["metadata"].get("namespace").is_some();
         let object: DynamicObject = serde_json::from_value(object.clone())?;
-        api(ctx, &resource, namespaced)
-            .patch(
-                name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&object),
-            )
+        engine::apply(&api(ctx, &resource, namespaced), name, &object)
             .await
             .map_err(|e| {
                 anyhow::anyhow!("failed to apply virtual {} {name}: {e}", resource.kind)

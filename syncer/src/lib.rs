@@ -4,7 +4,6 @@
 pub mod cache;
 pub mod controllers;
 pub mod custom;
-pub mod diff;
 pub mod dns;
 pub mod engine;
 pub mod host_client;

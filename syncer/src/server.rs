@@ -19,7 +19,7 @@ pub async fn serve(address: SocketAddr, ctx: Arc<Ctx>) -> anyhow::Result<()> {
             get(|State(ctx): State<Arc<Ctx>>| async move {
                 match ctx.readiness() {
                     Ok(()) => (StatusCode::OK, "ok".to_string()),
-                    Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+                    Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why.to_string()),
                 }
             }),
         )

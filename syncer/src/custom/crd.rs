@@ -31,12 +31,36 @@ pub struct Names {
     pub namespaced: bool,
 }
 
+/// Why a CRD cannot be shown in the virtual cluster (until the configuration or the virtual
+/// cluster changes).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CrdError {
+    #[error(
+        "host CRD {name} has no version {version} (it serves {served:?}); fix the /<version> of its customResources key"
+    )]
+    NoVersion {
+        name: String,
+        version: String,
+        served: Vec<String>,
+    },
+    #[error(
+        "host CRD {name} does not serve version {version}; fix the /<version> of its customResources key"
+    )]
+    NotServed { name: String, version: String },
+    #[error(
+        "the virtual cluster already has a CRD {name} that vnest did not generate (no {} annotation); \
+         delete it there, or remove the resource from customResources",
+        ANNOTATION_GENERATED
+    )]
+    NotGenerated { name: String },
+}
+
 /// The host's CRD reduced to the synced `version`, served and stored, with its schema and
 /// subresources. Other versions and conversion (a webhook on the host) are left out.
 pub fn copied(
     host: &CustomResourceDefinition,
     version: &str,
-) -> Result<CustomResourceDefinition, String> {
+) -> Result<CustomResourceDefinition, CrdError> {
     let name = host.metadata.name.clone().unwrap_or_default();
     let mut synced = host
         .spec
@@ -44,14 +68,22 @@ pub fn copied(
         .iter()
         .find(|v| v.name == version)
         .cloned()
-        .ok_or_else(|| {
-            let served: Vec<&str> = host.spec.versions.iter().filter(|v| v.served).map(|v| v.name.as_str()).collect();
-            format!("host CRD {name} has no version {version} (it serves {served:?}); fix the /<version> of its customResources key")
+        .ok_or_else(|| CrdError::NoVersion {
+            name: name.clone(),
+            version: version.to_string(),
+            served: host
+                .spec
+                .versions
+                .iter()
+                .filter(|v| v.served)
+                .map(|v| v.name.clone())
+                .collect(),
         })?;
     if !synced.served {
-        return Err(format!(
-            "host CRD {name} does not serve version {version}; fix the /<version> of its customResources key"
-        ));
+        return Err(CrdError::NotServed {
+            name,
+            version: version.to_string(),
+        });
     }
     synced.served = true;
     synced.storage = true;
@@ -154,17 +186,14 @@ pub fn is_generated(crd: &CustomResourceDefinition) -> bool {
 pub fn roll_forward(
     existing: Option<&CustomResourceDefinition>,
     wanted: CustomResourceDefinition,
-) -> Result<CustomResourceDefinition, String> {
+) -> Result<CustomResourceDefinition, CrdError> {
     let Some(existing) = existing else {
         return Ok(wanted);
     };
     let generated = is_generated(&wanted);
     let name = wanted.metadata.name.clone().unwrap_or_default();
     if generated && !is_generated(existing) {
-        return Err(format!(
-            "the virtual cluster already has a CRD {name} that vnest did not generate (no {ANNOTATION_GENERATED} annotation); \
-             delete it there, or remove the resource from customResources"
-        ));
+        return Err(CrdError::NotGenerated { name });
     }
     let new_version = wanted.spec.versions[0].clone();
     let mut versions: Vec<CustomResourceDefinitionVersion> = existing
@@ -275,12 +304,12 @@ spec:
 
     #[test]
     fn copying_a_version_the_host_lacks_or_does_not_serve_names_the_fix() {
-        let e = copied(&host_crd(), "v3").unwrap_err();
+        let e = copied(&host_crd(), "v3").unwrap_err().to_string();
         assert!(
             e.contains("no version v3") && e.contains("[\"v1\", \"v2\"]"),
             "{e}"
         );
-        let e = copied(&host_crd(), "v0").unwrap_err();
+        let e = copied(&host_crd(), "v0").unwrap_err().to_string();
         assert!(e.contains("does not serve version v0"), "{e}");
     }
 
@@ -322,7 +351,8 @@ spec:
             Some(&foreign),
             generated(&names(), "v1beta1.wardle.example.com"),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("did not generate") && e.contains(ANNOTATION_GENERATED),
             "{e}"

@@ -7,12 +7,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{api::DynamicObject, discovery::ApiResource};
 use serde_json::{Value, json};
 use vnest_crds::{
+    containment::covers,
+    digest::short_hash,
     meta::{ANNOTATION_APPLIED_HASH, LABEL_FROM_HOST},
     translate,
 };
 
 use super::merge;
-use crate::translate::{Target, short_hash};
+use crate::translate::{Target, TranslateError};
 
 /// On a from-host copy: the host's content at the last sync, so a tenant's edit of a field
 /// stays until the host changes that field ([`merge::merge`]).
@@ -56,13 +58,14 @@ pub fn to_host(
     resource: &ApiResource,
     namespaced: bool,
     virt: &DynamicObject,
-) -> Result<Value, String> {
-    let name = virt.metadata.name.as_deref().ok_or_else(|| {
-        format!(
-            "a {} without metadata.name cannot be mirrored",
-            resource.kind
-        )
-    })?;
+) -> Result<Value, TranslateError> {
+    let name = virt
+        .metadata
+        .name
+        .as_deref()
+        .ok_or_else(|| TranslateError::Unnamed {
+            kind: resource.kind.clone(),
+        })?;
     let mut meta = target.host_meta(&resource.kind, &virt.metadata);
     if !namespaced {
         meta.name = Some(host_name(target, false, name, ""));
@@ -85,7 +88,7 @@ pub fn mirror_current(host: &DynamicObject, desired: &Value) -> bool {
         .and_then(|a| a.get(ANNOTATION_APPLIED_HASH));
     let wanted = desired["metadata"]["annotations"][ANNOTATION_APPLIED_HASH].as_str();
     let host_json = serde_json::to_value(host).unwrap_or_default();
-    applied.map(String::as_str) == wanted && crate::diff::covers(&host_json, desired)
+    applied.map(String::as_str) == wanted && covers(&host_json, desired)
 }
 
 /// The tenant's copy of host object `host`, given the copy as it is (if any): the host's
@@ -133,8 +136,7 @@ pub fn copy_current(copy: &DynamicObject, desired: &Value) -> bool {
             map.remove(key);
         }
     }
-    content(copy) == wanted_content
-        && crate::diff::covers(&copy_json["metadata"], &desired["metadata"])
+    content(copy) == wanted_content && covers(&copy_json["metadata"], &desired["metadata"])
 }
 
 fn body(resource: &ApiResource, meta: ObjectMeta, content: Value) -> Value {
@@ -204,7 +206,9 @@ mod tests {
     fn a_nameless_object_cannot_be_mirrored() {
         let mut f = tenant_flunder();
         f.metadata.name = None;
-        let e = to_host(&Target::new("vc", "h"), &resource(), true, &f).unwrap_err();
+        let e = to_host(&Target::new("vc", "h"), &resource(), true, &f)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("metadata.name"), "{e}");
     }
 

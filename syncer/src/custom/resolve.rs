@@ -10,20 +10,14 @@ use k8s_openapi::{
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
-use kube::{
-    Api, Client,
-    api::{Patch, PatchParams},
-    discovery::ApiResource,
-};
+use kube::{Api, Client, discovery::ApiResource};
+use vnest_crds::containment::covers;
 
 use super::{
     crd::{self, Names},
     key::{Direction, ResourceKey},
 };
-use crate::{
-    diff::covers,
-    engine::{FIELD_MANAGER, Queue},
-};
+use crate::engine::{self, Queue};
 
 /// How the host serves a resource.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -158,7 +152,7 @@ pub async fn resolve(
         .with_context(|| format!("failed to read the host's CRD {resource_name}"))?
     {
         Some(host_crd) => (
-            crd::copied(&host_crd, &version).map_err(Final)?,
+            crd::copied(&host_crd, &version).map_err(|e| Final(e.to_string()))?,
             Backing::Crd,
         ),
         None => {
@@ -210,7 +204,7 @@ async fn ensure_virtual_crd(virt: &Client, wanted: CustomResourceDefinition) -> 
         .get_opt(&name)
         .await
         .with_context(|| format!("failed to read the virtual CRD {name}"))?;
-    let desired = crd::roll_forward(existing.as_ref(), wanted).map_err(Final)?;
+    let desired = crd::roll_forward(existing.as_ref(), wanted).map_err(|e| Final(e.to_string()))?;
     let current = existing.as_ref().is_some_and(|e| {
         covers(
             &serde_json::to_value(e).unwrap_or_default(),
@@ -221,13 +215,9 @@ async fn ensure_virtual_crd(virt: &Client, wanted: CustomResourceDefinition) -> 
         let mut body = serde_json::to_value(&desired)?;
         body["apiVersion"] = "apiextensions.k8s.io/v1".into();
         body["kind"] = "CustomResourceDefinition".into();
-        api.patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(body),
-        )
-        .await
-        .with_context(|| format!("failed to apply the virtual CRD {name}"))?;
+        engine::apply(&api, &name, &body)
+            .await
+            .with_context(|| format!("failed to apply the virtual CRD {name}"))?;
         tracing::info!(crd = %name, "applied the virtual CRD");
     }
     for _ in 0..60 {

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use futures::{StreamExt, stream};
+use futures::stream;
 use kube::{
     Api, Client, Resource, ResourceExt,
-    api::{DeleteParams, DynamicObject, Patch, PatchParams},
+    api::{DeleteParams, DynamicObject},
     runtime::{
         reflector::{self, ObjectRef, Store, reflector},
         watcher,
@@ -23,13 +23,15 @@ use vnest_crds::{
 use super::{key::Direction, object, resolve::Resolved};
 use crate::{
     cache,
-    engine::{self, Ctx, FIELD_MANAGER, Key, Queue, is_not_found, virtual_key},
+    engine::{
+        self, Ctx, Key, Queue, is_not_found,
+        runner::{self, Loop, Side},
+        virtual_key,
+    },
 };
 
 /// Workers per custom resource.
 const WORKERS: usize = 4;
-/// Every key is reconciled again this often.
-const RESYNC: std::time::Duration = std::time::Duration::from_secs(300);
 
 struct Runner {
     ctx: Arc<Ctx>,
@@ -59,7 +61,6 @@ fn object_ref(res: &Resolved, name: &str, namespace: &str) -> ObjectRef<DynamicO
 /// Runs the sync of `res` until its watches end.
 pub async fn run(ctx: Arc<Ctx>, res: Arc<Resolved>) {
     let kind = res.name();
-    ctx.metrics.reconcile_errors.with_label_values(&[&kind]);
     let virt_writer = reflector::store::Writer::new(res.resource.clone());
     let host_writer = reflector::store::Writer::new(res.resource.clone());
     let (virt, host) = (virt_writer.as_reader(), host_writer.as_reader());
@@ -76,66 +77,50 @@ pub async fn run(ctx: Arc<Ctx>, res: Arc<Resolved>) {
             watcher::Config::default().labels(&format!("!{LABEL_SYNCER_MANAGED_BY}")),
         ),
     };
-    let virt_events = reflector(
-        virt_writer,
-        cache::watch(api(&res, &ctx.virt, None), virt_config),
-    )
-    .map(|e| (true, e));
-    let host_events =
-        reflector(host_writer, cache::watch(host_api, host_config)).map(|e| (false, e));
+    let events = stream::select(
+        runner::side(
+            Side::Virtual,
+            reflector(
+                virt_writer,
+                cache::watch(api(&res, &ctx.virt, None), virt_config),
+            ),
+        ),
+        runner::side(
+            Side::Host,
+            reflector(host_writer, cache::watch(host_api, host_config)),
+        ),
+    );
     let runner = Arc::new(Runner {
         ctx: ctx.clone(),
         res: res.clone(),
+        virt: virt.clone(),
+        host: host.clone(),
+        queue: res.queue.clone(),
+    });
+    let touched = {
+        let runner = runner.clone();
+        move |side: Side, o: &DynamicObject| {
+            if let Some(key) = runner.key_of(side == Side::Virtual, o) {
+                runner.queue.push(key);
+            }
+        }
+    };
+    let every_key = {
+        let runner = runner.clone();
+        move || runner.push_every_key()
+    };
+    let sync = Loop {
+        kind,
         virt,
         host,
         queue: res.queue.clone(),
-    });
-    let events = stream::select(virt_events, host_events).for_each({
+        workers: WORKERS,
+    };
+    sync.run(&ctx, events, touched, every_key, |key| {
         let runner = runner.clone();
-        move |(is_virt, event)| {
-            match event {
-                Ok(
-                    watcher::Event::Apply(o)
-                    | watcher::Event::InitApply(o)
-                    | watcher::Event::Delete(o),
-                ) => {
-                    if let Some(key) = runner.key_of(is_virt, &o) {
-                        runner.queue.push(key);
-                    }
-                }
-                // A re-list names no object deleted while the watch was down.
-                Ok(watcher::Event::InitDone) => runner.push_every_key(),
-                Ok(_) => {}
-                Err(e) => tracing::warn!(resource = %runner.res.name(), virt = is_virt, error = %e, "watch failed; retrying"),
-            }
-            futures::future::ready(())
-        }
-    });
-    let watch_task = tokio::spawn(events);
-    engine::caches_synced(&ctx, &kind, &runner.virt, &runner.host).await;
-    let resync = tokio::spawn({
-        let runner = runner.clone();
-        async move {
-            loop {
-                runner.push_every_key();
-                tokio::time::sleep(RESYNC).await;
-            }
-        }
-    });
-    futures::future::join_all((0..WORKERS).map(|_| {
-        let runner = runner.clone();
-        async move {
-            let kind = runner.res.name();
-            engine::work(&runner.ctx, &runner.queue, &kind, |key| {
-                let runner = runner.clone();
-                async move { runner.reconcile(&key).await }
-            })
-            .await
-        }
-    }))
+        async move { runner.reconcile(&key).await }
+    })
     .await;
-    resync.abort();
-    watch_task.abort();
 }
 
 impl Runner {
@@ -225,8 +210,7 @@ impl Runner {
                 .await;
             return Ok(());
         }
-        let desired = object::to_host(&self.ctx.target, &res.resource, res.namespaced, &virt)
-            .map_err(anyhow::Error::msg)?;
+        let desired = object::to_host(&self.ctx.target, &res.resource, res.namespaced, &virt)?;
         // The cache may trail a mirror just written (by the proxy's write-through): a read
         // is cheaper than a write.
         let host = match host {
@@ -238,12 +222,7 @@ impl Runner {
             .is_some_and(|h| object::mirror_current(h, &desired))
         {
             self.count_write();
-            host_api
-                .patch(
-                    &host_name,
-                    &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(&desired),
-                )
+            engine::apply(&host_api, &host_name, &desired)
                 .await
                 .with_context(|| format!("failed to apply host {} {host_name}", res.name()))?;
             tracing::info!(resource = %res.name(), host = %host_name, "applied host mirror");
@@ -289,13 +268,7 @@ impl Runner {
             .as_ref()
             .is_some_and(|c| object::copy_current(c, &desired))
         {
-            let applied = virt_api
-                .patch(
-                    name,
-                    &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(&desired),
-                )
-                .await;
+            let applied = engine::apply(&virt_api, name, &desired).await;
             match applied {
                 // The tenant has no namespace of that name: nothing to show it in.
                 Err(e) if is_not_found(&e) && res.namespaced => {
@@ -331,19 +304,15 @@ impl Runner {
             "kind": self.res.resource.kind,
             "status": status,
         });
-        api.patch_status(
-            &virt.name_any(),
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(body),
-        )
-        .await
-        .with_context(|| {
-            format!(
-                "failed to write the status of virtual {} {}",
-                self.res.name(),
-                virt.name_any()
-            )
-        })?;
+        engine::apply_status(&api, &virt.name_any(), &body)
+            .await
+            .with_context(|| {
+                format!(
+                    "failed to write the status of virtual {} {}",
+                    self.res.name(),
+                    virt.name_any()
+                )
+            })?;
         Ok(())
     }
 }

@@ -19,20 +19,33 @@ fn is_impersonation_header(name: &str) -> bool {
     name.to_ascii_lowercase().starts_with("impersonate-")
 }
 
+/// Why a client certificate names no usable identity.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IdentityError {
+    #[error("unreadable client certificate: {0}")]
+    Unreadable(String),
+    #[error("client certificate subject: {0}")]
+    Subject(String),
+    #[error("client certificate has no common name (CN)")]
+    NoCommonName,
+    #[error("identity {0:?} is not a valid header")]
+    InvalidHeader(String),
+}
+
 impl Identity {
     /// The identity in a DER-encoded client certificate.
-    pub fn from_certificate(der: &[u8]) -> Result<Identity, String> {
-        let (_, cert) = X509Certificate::from_der(der)
-            .map_err(|e| format!("unreadable client certificate: {e}"))?;
+    pub fn from_certificate(der: &[u8]) -> Result<Identity, IdentityError> {
+        let (_, cert) =
+            X509Certificate::from_der(der).map_err(|e| IdentityError::Unreadable(e.to_string()))?;
         let subject = cert.subject();
         let text = |attr: &x509_parser::x509::AttributeTypeAndValue| {
             attr.as_str()
                 .map(str::to_string)
-                .map_err(|e| format!("client certificate subject: {e}"))
+                .map_err(|e| IdentityError::Subject(e.to_string()))
         };
         let user = match subject.iter_common_name().next() {
             Some(cn) => text(cn)?,
-            None => return Err("client certificate has no common name (CN)".into()),
+            None => return Err(IdentityError::NoCommonName),
         };
         let groups = subject
             .iter_organization()
@@ -46,10 +59,10 @@ impl Identity {
     ///
     /// A certificate user asking to impersonate someone else is refused by the caller
     /// (see [`asks_to_impersonate`]); impersonation cannot be nested.
-    pub fn impersonate(&self, headers: &mut HeaderMap) -> Result<(), String> {
+    pub fn impersonate(&self, headers: &mut HeaderMap) -> Result<(), IdentityError> {
         strip_credentials(headers);
         let value = |v: &str| {
-            HeaderValue::from_str(v).map_err(|_| format!("identity {v:?} is not a valid header"))
+            HeaderValue::from_str(v).map_err(|_| IdentityError::InvalidHeader(v.to_string()))
         };
         headers.insert("impersonate-user", value(&self.user)?);
         for group in &self.groups {
@@ -122,7 +135,7 @@ mod tests {
     #[test]
     fn a_certificate_without_common_name_is_refused() {
         let err = Identity::from_certificate(&certificate(None, &["team-a"])).unwrap_err();
-        assert!(err.contains("common name"), "{err}");
+        assert_eq!(err, IdentityError::NoCommonName);
         assert!(Identity::from_certificate(b"not der").is_err());
     }
 

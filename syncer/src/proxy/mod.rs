@@ -34,7 +34,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::{custom::Resolved, engine::Ctx};
 use activity::Activity;
 use forward::{Outgoing, ProxyBody, status, text};
-use identity::Identity;
+use identity::{Identity, IdentityError};
 use route::Route;
 
 /// Who is calling, as far as the proxy can tell.
@@ -130,12 +130,16 @@ pub async fn serve(
 // The error is the refusal sent to the client, built once per refused request.
 #[allow(clippy::result_large_err)]
 fn caller(
-    certificate: &Option<Result<Identity, String>>,
+    certificate: &Option<Result<Identity, IdentityError>>,
     request: &Request<Incoming>,
 ) -> Result<Caller, Response<ProxyBody>> {
     match certificate {
         Some(Ok(identity)) => Ok(Caller::Certificate(identity.clone())),
-        Some(Err(why)) => Err(status(StatusCode::UNAUTHORIZED, "Unauthorized", why)),
+        Some(Err(why)) => Err(status(
+            StatusCode::UNAUTHORIZED,
+            "Unauthorized",
+            &why.to_string(),
+        )),
         None => Ok(request
             .headers()
             .get(AUTHORIZATION)
@@ -150,7 +154,7 @@ fn caller(
 impl Proxy {
     async fn handle(
         &self,
-        certificate: &Option<Result<Identity, String>>,
+        certificate: &Option<Result<Identity, IdentityError>>,
         request: Request<Incoming>,
     ) -> Response<ProxyBody> {
         let route = Route::of(request.uri().path());
@@ -162,7 +166,7 @@ impl Proxy {
             Route::Healthz => text(StatusCode::OK, "ok".into()),
             Route::Readyz => match self.ctx.readiness() {
                 Ok(()) => text(StatusCode::OK, "ok".into()),
-                Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, why),
+                Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, why.to_string()),
             },
             Route::Metrics => text(StatusCode::OK, self.ctx.metrics.render()),
             Route::Pod {
@@ -190,7 +194,7 @@ impl Proxy {
 
     async fn read(
         &self,
-        certificate: &Option<Result<Identity, String>>,
+        certificate: &Option<Result<Identity, IdentityError>>,
         request: Request<Incoming>,
     ) -> Result<(Caller, Outgoing), Response<ProxyBody>> {
         let caller = caller(certificate, &request)?;
@@ -231,7 +235,7 @@ impl Proxy {
         match caller {
             Caller::Certificate(identity) => {
                 if let Err(why) = identity.impersonate(&mut outgoing.parts.headers) {
-                    return status(StatusCode::BAD_REQUEST, "BadRequest", &why);
+                    return status(StatusCode::BAD_REQUEST, "BadRequest", &why.to_string());
                 }
                 outgoing.send(&self.upstreams.admin).await
             }

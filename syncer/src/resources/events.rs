@@ -8,7 +8,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::{
     Api, ResourceExt,
-    api::{Patch, PatchParams},
     runtime::{
         WatchStreamExt,
         reflector::{self, ObjectRef, Store},
@@ -19,7 +18,7 @@ use vnest_crds::meta::{ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_NAMESPACE};
 
 use crate::{
     cache,
-    engine::{Ctx, FIELD_MANAGER, Queue},
+    engine::{self, Ctx, Queue},
     translate::event::{VirtualObject, is_own, virtual_event},
 };
 
@@ -87,15 +86,13 @@ impl Copier {
         };
         let copy = virtual_event(&event, host_ns, &host_object, &target);
         let api: Api<Event> = Api::namespaced(self.ctx.virt.clone(), vns);
-        api.patch(
-            &copy.name_any(),
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&copy),
-        )
-        .await
-        .map_err(|e| {
-            anyhow::anyhow!("failed to copy host event {name} to virtual pod {vns}/{vname}: {e}")
-        })?;
+        engine::apply(&api, &copy.name_any(), &copy)
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "failed to copy host event {name} to virtual pod {vns}/{vname}: {e}"
+                )
+            })?;
         lock().insert(name.to_string(), version);
         Ok(())
     }
@@ -138,20 +135,11 @@ pub async fn run(ctx: Arc<Ctx>, host_pods: Store<Pod>, virt_pods: Store<Pod>) {
             if ready.0.is_err() || ready.1.is_err() || ready.2.is_err() {
                 return;
             }
-            loop {
-                let (key, _) = queue.pop().await;
-                let result = copier.reconcile(&key.1).await;
-                if let Err(e) = &result {
-                    copier
-                        .ctx
-                        .metrics
-                        .reconcile_errors
-                        .with_label_values(&["Event"])
-                        .inc();
-                    tracing::warn!(event = %key.1, error = format!("{e:#}"), "event copy failed");
-                }
-                queue.done(key, result.is_ok());
-            }
+            engine::work(&copier.ctx, &queue, "Event", |key| {
+                let copier = &copier;
+                async move { copier.reconcile(&key.1).await }
+            })
+            .await;
         }
     }));
     futures::join!(watch, work);

@@ -4,9 +4,9 @@
 //! virtual objects carrying [`LABEL_FROM_HOST`] are ever written or deleted, so a tenant's
 //! own object of the same name is left alone.
 
-use std::{fmt::Debug, marker::PhantomData, sync::Arc, time::Duration};
+use std::{marker::PhantomData, sync::Arc};
 
-use futures::{StreamExt, stream};
+use futures::stream;
 use k8s_openapi::ClusterResourceScope;
 use kube::{
     Api, Resource, ResourceExt,
@@ -16,31 +16,24 @@ use kube::{
         watcher,
     },
 };
-use serde::{Serialize, de::DeserializeOwned};
 use serde_json::json;
+use vnest_crds::containment::covers;
 
 use crate::{
     cache,
-    diff::covers,
-    engine::{self, Ctx, FIELD_MANAGER, Key, Queue, is_not_found},
+    engine::{
+        self, Ctx, Key, Object, Queue, is_not_found,
+        runner::{self, Loop, Side},
+    },
     translate::from_host::{LABEL_FROM_HOST, is_from_host, virtual_copy},
 };
 
 /// Workers per kind: few objects, and each reconcile is one or two virtual writes.
 const WORKERS: usize = 2;
-/// Every name is reconciled again this often, whatever the watches say.
-const RESYNC: Duration = Duration::from_secs(300);
 
 /// A cluster-scoped kind shown from the host: what its virtual copy is.
 pub trait Mirror: Send + Sync + 'static {
-    type K: Resource<DynamicType = (), Scope = ClusterResourceScope>
-        + Clone
-        + Debug
-        + Serialize
-        + DeserializeOwned
-        + Send
-        + Sync
-        + 'static;
+    type K: Resource<DynamicType = (), Scope = ClusterResourceScope> + Object;
     /// The kind, for logs and metrics.
     const KIND: &'static str;
 
@@ -95,7 +88,6 @@ struct Runner<M: Mirror> {
     ctx: Arc<Ctx>,
     host: Store<M::K>,
     virt: Store<M::K>,
-    queue: Queue,
 }
 
 /// Queues the name of every host object and every virtual copy.
@@ -112,72 +104,49 @@ fn push_every_key<K: Resource<DynamicType = ()> + Clone>(
 /// Runs the fromHost sync of `mirror` until its watches end; `queue` may also be fed by
 /// other engines (a virtual claim's binding queues its volume).
 pub async fn run<M: Mirror>(mirror: M, ctx: Arc<Ctx>, queue: Queue) {
-    ctx.metrics.reconcile_errors.with_label_values(&[M::KIND]);
     let (host, host_writer) = reflector::store();
     let (virt, virt_writer) = reflector::store();
-    let host_events = reflector(
-        host_writer,
-        cache::watch(
-            Api::<M::K>::all(ctx.host.clone()),
-            watcher::Config::default(),
-        ),
+    let host_events = cache::watch(
+        Api::<M::K>::all(ctx.host.clone()),
+        watcher::Config::default(),
     );
-    let virt_events = reflector(
-        virt_writer,
-        cache::watch(
-            Api::<M::K>::all(ctx.virt.clone()),
-            watcher::Config::default().labels(LABEL_FROM_HOST),
-        ),
+    let virt_events = cache::watch(
+        Api::<M::K>::all(ctx.virt.clone()),
+        watcher::Config::default().labels(LABEL_FROM_HOST),
     );
-    let events = stream::select(host_events, virt_events).for_each({
-        let (queue, host, virt) = (queue.clone(), host.clone(), virt.clone());
-        move |event| {
-            match event {
-                Ok(
-                    watcher::Event::Apply(o)
-                    | watcher::Event::InitApply(o)
-                    | watcher::Event::Delete(o),
-                ) => queue.push(name_key(&o)),
-                // A re-list names no object deleted while the watch was down.
-                Ok(watcher::Event::InitDone) => push_every_key(&host, &virt, &queue),
-                Ok(_) => {}
-                Err(e) => tracing::warn!(kind = M::KIND, error = %e, "watch failed; retrying"),
-            }
-            futures::future::ready(())
-        }
-    });
-    let watch_task = tokio::spawn(events);
+    let events = stream::select(
+        runner::side(Side::Host, reflector(host_writer, host_events)),
+        runner::side(Side::Virtual, reflector(virt_writer, virt_events)),
+    );
+    let touched = {
+        let queue = queue.clone();
+        move |_: Side, o: &M::K| queue.push(name_key(o))
+    };
+    let every_key = {
+        let (host, virt, queue) = (host.clone(), virt.clone(), queue.clone());
+        move || push_every_key(&host, &virt, &queue)
+    };
     let runner = Arc::new(Runner {
         mirror,
         ctx: ctx.clone(),
-        host,
+        host: host.clone(),
+        virt: virt.clone(),
+    });
+    let sync = Loop {
+        kind: M::KIND.to_string(),
         virt,
+        host,
         queue,
-    });
-    engine::caches_synced(&ctx, M::KIND, &runner.virt, &runner.host).await;
-    let resync = tokio::spawn({
+        workers: WORKERS,
+    };
+    sync.run(&ctx, events, touched, every_key, |key| {
         let runner = runner.clone();
-        async move {
-            loop {
-                push_every_key(&runner.host, &runner.virt, &runner.queue);
-                tokio::time::sleep(RESYNC).await;
-            }
-        }
-    });
-    futures::future::join_all((0..WORKERS).map(|_| runner.clone().work())).await;
-    resync.abort();
-    watch_task.abort();
+        async move { runner.reconcile(&key.1).await }
+    })
+    .await;
 }
 
 impl<M: Mirror> Runner<M> {
-    async fn work(self: Arc<Self>) {
-        engine::work(&self.ctx, &self.queue, M::KIND, |key| {
-            let this = self.clone();
-            async move { this.reconcile(&key.1).await }
-        })
-        .await
-    }
-
     fn api(&self) -> Api<M::K> {
         Api::all(self.ctx.virt.clone())
     }
@@ -213,12 +182,7 @@ impl<M: Mirror> Runner<M> {
             return Ok(());
         }
         if !spec_covered {
-            self.api()
-                .patch(
-                    name,
-                    &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(&body),
-                )
+            engine::apply(&self.api(), name, &body)
                 .await
                 .map_err(|e| anyhow::anyhow!("failed to apply virtual {} {name}: {e}", M::KIND))?;
             tracing::info!(kind = M::KIND, name, "virtual copy up to date");

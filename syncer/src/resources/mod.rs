@@ -28,9 +28,9 @@ use kube::{
 use serde::{Serialize, de::DeserializeOwned};
 
 use k8s_openapi::{NamespaceResourceScope, api::core::v1::Pod};
+use vnest_crds::containment::covers;
 
 use crate::{
-    diff::covers,
     engine::{Ctx, Key},
     translate::pod_security,
 };

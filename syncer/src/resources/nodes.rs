@@ -13,7 +13,7 @@ use kube::{
 use serde_json::json;
 
 use crate::{
-    engine::{Ctx, FIELD_MANAGER, Key, Queue, is_not_found},
+    engine::{self, Ctx, Key, Queue, is_not_found},
     translate::node::{LABEL_FAKE_NODE, minimal_node, without_condition_taints},
 };
 
@@ -21,6 +21,16 @@ use crate::{
 pub fn node_of(pod: &Pod) -> Vec<Key> {
     let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
     node.map(|n| (String::new(), n)).into_iter().collect()
+}
+
+/// Whether any virtual pod, in any namespace (synced or not), is bound to `node`: read from
+/// the API, as the caches hold the synced namespaces only.
+pub(crate) async fn pods_anywhere_on(ctx: &Ctx, node: &str) -> anyhow::Result<bool> {
+    let params = ListParams::default()
+        .fields(&format!("spec.nodeName={node}"))
+        .limit(1);
+    let anywhere = Api::<Pod>::all(ctx.virt.clone()).list(&params).await?;
+    Ok(!anywhere.items.is_empty())
 }
 
 async fn reconcile(ctx: &Ctx, pods: &Store<Pod>, node: &str) -> anyhow::Result<()> {
@@ -39,14 +49,7 @@ async fn reconcile(ctx: &Ctx, pods: &Store<Pod>, node: &str) -> anyhow::Result<(
     });
     if on_node.is_empty() {
         // Pods outside the synced namespaces may use it too: ask the API, not the cache.
-        let anywhere = Api::<Pod>::all(ctx.virt.clone())
-            .list(
-                &ListParams::default()
-                    .fields(&format!("spec.nodeName={node}"))
-                    .limit(1),
-            )
-            .await?;
-        if ours && anywhere.items.is_empty() {
+        if ours && !pods_anywhere_on(ctx, node).await? {
             match api.delete(node, &DeleteParams::default()).await {
                 Ok(_) => tracing::info!(node, "deleted unused virtual node"),
                 Err(e) if is_not_found(&e) => {}
@@ -75,12 +78,8 @@ async fn reconcile(ctx: &Ctx, pods: &Store<Pod>, node: &str) -> anyhow::Result<(
     if !created && addresses(&current) == addresses(&desired) {
         return Ok(());
     }
-    api.patch_status(
-        node,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(json!({ "apiVersion": "v1", "kind": "Node", "status": desired.status })),
-    )
-    .await?;
+    let status = json!({ "apiVersion": "v1", "kind": "Node", "status": desired.status });
+    engine::apply_status(&api, node, &status).await?;
     tracing::info!(node, ip = ?host_ip, "virtual node up to date");
     Ok(())
 }
@@ -94,16 +93,9 @@ pub async fn run(ctx: Arc<Ctx>, pods: Store<Pod>, queue: Queue) {
         .iter()
         .flat_map(|p| node_of(p))
         .for_each(|k| queue.push(k));
-    loop {
-        let (key, _) = queue.pop().await;
-        let result = reconcile(&ctx, &pods, &key.1).await;
-        if let Err(e) = &result {
-            ctx.metrics
-                .reconcile_errors
-                .with_label_values(&["Node"])
-                .inc();
-            tracing::warn!(node = %key.1, error = format!("{e:#}"), "reconcile failed");
-        }
-        queue.done(key, result.is_ok());
-    }
+    engine::work(&ctx, &queue, "Node", |key| {
+        let (ctx, pods) = (&ctx, &pods);
+        async move { reconcile(ctx, pods, &key.1).await }
+    })
+    .await;
 }

@@ -10,16 +10,16 @@ use futures::{StreamExt, stream};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, Patch, PatchParams},
+    api::DeleteParams,
     runtime::{WatchStreamExt, watcher},
 };
+use vnest_crds::containment::covers;
 use vnest_crds::meta::{
     ANNOTATION_OBJECT_NAME, LABEL_SYNCER_MANAGED_BY, LABEL_VIRTUAL_CLUSTER_NAMESPACE,
 };
 
 use crate::{
-    diff::covers,
-    engine::{self, Ctx, FIELD_MANAGER, Queue, is_not_found},
+    engine::{self, Ctx, Queue, is_not_found},
     translate::priority_class::{host_class_name, host_copies_selector, host_priority_class},
 };
 
@@ -133,12 +133,7 @@ async fn reconcile(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
         }
     }
     ctx.metrics.host_writes.with_label_values(&[KIND]).inc();
-    host_api
-        .patch(
-            &host_name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&desired),
-        )
+    engine::apply(&host_api, &host_name, &desired)
         .await
         .map_err(|e| anyhow::anyhow!("failed to apply host PriorityClass {host_name}: {e}"))?;
     tracing::info!(kind = KIND, host = %host_name, "applied host copy");

@@ -9,7 +9,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, ListParams, Patch, PatchParams},
+    api::{DeleteParams, Patch, PatchParams},
     runtime::{
         WatchStreamExt,
         reflector::{self, Store},
@@ -17,12 +17,12 @@ use kube::{
     },
 };
 use serde_json::json;
+use vnest_crds::containment::covers;
 use vnest_crds::meta::ANNOTATION_APPLIED_HASH;
 
 use crate::{
     cache,
-    diff::covers,
-    engine::{Ctx, FIELD_MANAGER, Key, Queue, is_not_found},
+    engine::{self, Ctx, Queue, is_not_found},
     translate::{
         node::{real_node, real_node_status, selected, without_condition_taints},
         placement::Placement,
@@ -54,14 +54,7 @@ async fn pods_on(
     if cached || !live {
         return Ok(cached);
     }
-    let anywhere = Api::<Pod>::all(ctx.virt.clone())
-        .list(
-            &ListParams::default()
-                .fields(&format!("spec.nodeName={node}"))
-                .limit(1),
-        )
-        .await?;
-    Ok(!anywhere.items.is_empty())
+    super::nodes::pods_anywhere_on(ctx, node).await
 }
 
 async fn reconcile(ctx: &Ctx, caches: &Caches, name: &str) -> anyhow::Result<()> {
@@ -96,9 +89,8 @@ async fn reconcile(ctx: &Ctx, caches: &Caches, name: &str) -> anyhow::Result<()>
     }
     let desired = real_node(&host, &Placement::from_sync(&ctx.config.sync));
     let hash = |n: &Node| n.annotations().get(ANNOTATION_APPLIED_HASH).cloned();
-    let params = PatchParams::apply(FIELD_MANAGER).force();
     if virt.as_ref().and_then(|v| hash(v)) != hash(&desired) {
-        api.patch(name, &params, &Patch::Apply(&desired)).await?;
+        engine::apply(&api, name, &desired).await?;
         tracing::info!(node = name, "virtual copy of host node applied");
     }
     let host_taints = host.spec.as_ref().and_then(|s| s.taints.clone());
@@ -122,12 +114,8 @@ async fn reconcile(ctx: &Ctx, caches: &Caches, name: &str) -> anyhow::Result<()>
         &serde_json::to_value(&status)?,
     );
     if status.is_some() && (differs || images_left) {
-        api.patch_status(
-            name,
-            &params,
-            &Patch::Apply(json!({ "apiVersion": "v1", "kind": "Node", "status": status })),
-        )
-        .await?;
+        let status = json!({ "apiVersion": "v1", "kind": "Node", "status": status });
+        engine::apply_status(&api, name, &status).await?;
     }
     Ok(())
 }
@@ -167,18 +155,11 @@ pub async fn run(ctx: Arc<Ctx>, pods: Option<Store<Pod>>, queue: Queue) {
             return;
         }
         let caches = Caches { host, virt, pods };
-        loop {
-            let (key, _): (Key, _) = queue.pop().await;
-            let result = reconcile(&ctx, &caches, &key.1).await;
-            if let Err(e) = &result {
-                ctx.metrics
-                    .reconcile_errors
-                    .with_label_values(&["Node"])
-                    .inc();
-                tracing::warn!(node = %key.1, error = format!("{e:#}"), "reconcile failed");
-            }
-            queue.done(key, result.is_ok());
-        }
+        engine::work(&ctx, &queue, "Node", |key| {
+            let (ctx, caches) = (&ctx, &caches);
+            async move { reconcile(ctx, caches, &key.1).await }
+        })
+        .await;
     };
     futures::join!(host_events, virt_events, work);
 }

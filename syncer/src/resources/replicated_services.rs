@@ -10,9 +10,10 @@ use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Service;
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, ListParams, Patch, PatchParams},
+    api::{DeleteParams, ListParams},
     runtime::{WatchStreamExt, watcher},
 };
+use vnest_crds::containment::covers;
 use vnest_crds::{
     ReplicateServices,
     meta::{LABEL_REPLICATED_TO_HOST, LABEL_SYNCER_MANAGED_BY},
@@ -20,8 +21,7 @@ use vnest_crds::{
 };
 
 use crate::{
-    diff::covers,
-    engine::{self, Ctx, FIELD_MANAGER, Queue, is_not_found},
+    engine::{self, Ctx, Queue, is_not_found},
     translate::{
         from_host::{LABEL_FROM_HOST, is_from_host},
         replicated_service::{
@@ -252,7 +252,7 @@ impl Replicator {
             Some(Ok(d)) => d,
             other => {
                 if let Some(Err(reason)) = other {
-                    tracing::info!(from = ?e.from, reason, "not replicated");
+                    tracing::info!(from = ?e.from, %reason, "not replicated");
                 }
                 if actual.is_some() {
                     self.delete(e.direction, &target_api, &e.to.1).await?;
@@ -270,12 +270,7 @@ impl Replicator {
             }
         }
         self.count_host_write(e.direction);
-        target_api
-            .patch(
-                &e.to.1,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&desired),
-            )
+        engine::apply(&target_api, &e.to.1, &desired)
             .await
             .map_err(|err| {
                 anyhow::anyhow!(

@@ -9,7 +9,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
 use kube::{
     Api, ResourceExt,
-    api::{Patch, PatchParams},
     runtime::{
         WatchStreamExt,
         reflector::{self, ObjectRef, Store},
@@ -23,7 +22,7 @@ use vnest_crds::{
 
 use crate::{
     cache,
-    engine::{Ctx, FIELD_MANAGER, Key, Queue},
+    engine::{self, Ctx, Key, Queue},
     translate::endpoints::{ANNOTATION_FROM_HOST, LABEL_ENDPOINTS_MANAGED_BY, virtual_endpoints},
 };
 
@@ -98,12 +97,7 @@ async fn reconcile(
             && c.labels() == desired.labels()
     });
     if !same {
-        api.patch(
-            name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&desired),
-        )
-        .await?;
+        engine::apply(&api, name, &desired).await?;
         tracing::info!(namespace, name, "virtual endpoints follow the host");
     }
     Ok(())
@@ -159,18 +153,11 @@ pub async fn run(ctx: Arc<Ctx>, caches: Caches, queue: Queue) {
                 queue.push(k);
             }
         }
-        loop {
-            let (key, _) = queue.pop().await;
-            let result = reconcile(&ctx, &caches, &host_endpoints, &key).await;
-            if let Err(e) = &result {
-                ctx.metrics
-                    .reconcile_errors
-                    .with_label_values(&["Endpoints"])
-                    .inc();
-                tracing::warn!(namespace = %key.0, name = %key.1, error = format!("{e:#}"), "virtual endpoints reconcile failed");
-            }
-            queue.done(key, result.is_ok());
-        }
+        engine::work(&ctx, &queue, "Endpoints", |key| {
+            let (ctx, caches, host_endpoints) = (&ctx, &caches, &host_endpoints);
+            async move { reconcile(ctx, caches, host_endpoints, &key).await }
+        })
+        .await;
     };
     futures::join!(watch, work);
 }

@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Endpoints, ObjectReference, Service};
+use k8s_openapi::api::core::v1::{
+    EndpointAddress, EndpointSubset, Endpoints, ObjectReference, Service,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::Target;
@@ -15,6 +17,19 @@ pub const ANNOTATION_FROM_HOST: &str = "vnest.dev/endpoints-from-host";
 /// Label the virtual cluster's own endpoints controller puts on the Endpoints it manages;
 /// where it runs, it owns them and the syncer stays out.
 pub const LABEL_ENDPOINTS_MANAGED_BY: &str = "endpoints.kubernetes.io/managed-by";
+
+/// Every address of `subsets`, ready or not.
+fn addresses_mut(
+    subsets: &mut Option<Vec<EndpointSubset>>,
+) -> impl Iterator<Item = &mut EndpointAddress> {
+    subsets.iter_mut().flatten().flat_map(|subset| {
+        subset
+            .addresses
+            .iter_mut()
+            .flatten()
+            .chain(subset.not_ready_addresses.iter_mut().flatten())
+    })
+}
 
 fn host_target_ref(r: &ObjectReference, target: &Target) -> Option<ObjectReference> {
     // Only pods have host copies; a reference to anything else would point nowhere.
@@ -32,19 +47,12 @@ fn host_target_ref(r: &ObjectReference, target: &Target) -> Option<ObjectReferen
 /// The host copy of virtual Endpoints `virt` (named like the host Service, so it backs it).
 pub fn host_endpoints(virt: &Endpoints, target: &Target) -> Endpoints {
     let mut subsets = virt.subsets.clone();
-    for subset in subsets.iter_mut().flatten() {
-        for address in subset
-            .addresses
-            .iter_mut()
-            .flatten()
-            .chain(subset.not_ready_addresses.iter_mut().flatten())
-        {
-            address.node_name = None;
-            address.target_ref = address
-                .target_ref
-                .as_ref()
-                .and_then(|r| host_target_ref(r, target));
-        }
+    for address in addresses_mut(&mut subsets) {
+        address.node_name = None;
+        address.target_ref = address
+            .target_ref
+            .as_ref()
+            .and_then(|r| host_target_ref(r, target));
     }
     Endpoints {
         metadata: target.host_meta("Endpoints", &virt.metadata),
@@ -65,26 +73,19 @@ pub fn virtual_endpoints(
     pod_of: VirtualPodOf,
 ) -> Endpoints {
     let mut subsets = host.and_then(|h| h.subsets.clone());
-    for subset in subsets.iter_mut().flatten() {
-        for address in subset
-            .addresses
-            .iter_mut()
-            .flatten()
-            .chain(subset.not_ready_addresses.iter_mut().flatten())
-        {
-            address.target_ref = address
-                .target_ref
-                .as_ref()
-                .filter(|r| r.kind.as_deref() == Some("Pod"))
-                .and_then(|r| pod_of(r.name.as_deref()?))
-                .map(|(namespace, name, uid)| ObjectReference {
-                    kind: Some("Pod".to_string()),
-                    namespace: Some(namespace),
-                    name: Some(name),
-                    uid: Some(uid),
-                    ..Default::default()
-                });
-        }
+    for address in addresses_mut(&mut subsets) {
+        address.target_ref = address
+            .target_ref
+            .as_ref()
+            .filter(|r| r.kind.as_deref() == Some("Pod"))
+            .and_then(|r| pod_of(r.name.as_deref()?))
+            .map(|(namespace, name, uid)| ObjectReference {
+                kind: Some("Pod".to_string()),
+                namespace: Some(namespace),
+                name: Some(name),
+                uid: Some(uid),
+                ..Default::default()
+            });
     }
     Endpoints {
         metadata: ObjectMeta {

@@ -34,7 +34,7 @@ pub fn virtual_event_name(host_event: &str, host_object: &str, virtual_object: &
         _ => {
             format!(
                 "{virtual_object}.{}",
-                super::short_hash(host_event.as_bytes())
+                vnest_crds::digest::short_hash(host_event.as_bytes())
             )
         }
     }

@@ -3,6 +3,7 @@
 
 pub mod configmap;
 pub mod endpoints;
+pub mod error;
 pub mod event;
 pub mod from_host;
 pub mod ingress;
@@ -23,17 +24,9 @@ pub mod service_account;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use sha2::{Digest, Sha256};
 use vnest_crds::translate;
 
-/// 16 hex digits of the SHA-256 of `bytes`: names and applied-content hashes.
-pub fn short_hash(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
+pub use error::TranslateError;
 
 /// Annotations of a virtual object that never reach its host copy: the syncer's own, and
 /// kubectl's copy of the virtual manifest (which names virtual objects).

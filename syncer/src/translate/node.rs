@@ -93,7 +93,7 @@ pub fn real_node(host: &Node, placement: &Placement) -> Node {
     let hashed = serde_json::to_string(&(&labels, &annotations, &spec)).unwrap_or_default();
     annotations.insert(
         ANNOTATION_APPLIED_HASH.to_string(),
-        super::short_hash(hashed.as_bytes()),
+        vnest_crds::digest::short_hash(hashed.as_bytes()),
     );
     Node {
         metadata: ObjectMeta {

@@ -20,7 +20,7 @@ use vnest_crds::{
     translate,
 };
 
-use super::{Target, from_host::LABEL_FROM_HOST};
+use super::{Target, TranslateError, from_host::LABEL_FROM_HOST};
 
 /// A Service's `(namespace, name)`.
 pub type ServiceRef = (String, String);
@@ -74,7 +74,7 @@ fn is_headless(spec: &ServiceSpec) -> bool {
 }
 
 /// Virtual Service `to` standing for host Service `host`, or why there is none.
-pub fn from_host_replica(host: &Service, to: &ServiceRef) -> Result<Service, String> {
+pub fn from_host_replica(host: &Service, to: &ServiceRef) -> Result<Service, TranslateError> {
     let spec = host.spec.clone().unwrap_or_default();
     let labels = BTreeMap::from([(LABEL_FROM_HOST.to_string(), "true".to_string())]);
     let spec = if spec.type_.as_deref() == Some("ExternalName") {
@@ -85,10 +85,9 @@ pub fn from_host_replica(host: &Service, to: &ServiceRef) -> Result<Service, Str
             ..Default::default()
         }
     } else if is_headless(&spec) {
-        return Err(format!(
-            "host Service {} is headless: there is no ClusterIP to share",
-            reference(host)
-        ));
+        return Err(TranslateError::Headless {
+            service: reference(host),
+        });
     } else {
         ServiceSpec {
             type_: Some("ClusterIP".to_string()),
@@ -108,18 +107,19 @@ pub fn from_host_replica(host: &Service, to: &ServiceRef) -> Result<Service, Str
 
 /// Host Service `to` (in the host namespace) selecting the host pods of virtual Service
 /// `virt`, or why there is none.
-pub fn to_host_replica(virt: &Service, to: &str, target: &Target) -> Result<Service, String> {
+pub fn to_host_replica(
+    virt: &Service,
+    to: &str,
+    target: &Target,
+) -> Result<Service, TranslateError> {
     let namespace = virt.metadata.namespace.as_deref().unwrap_or_default();
     let spec = virt.spec.clone().unwrap_or_default();
     let selector = spec
         .selector
         .as_ref()
         .filter(|s| !s.is_empty())
-        .ok_or_else(|| {
-            format!(
-                "virtual Service {} has no selector: there are no pods to select",
-                reference(virt)
-            )
+        .ok_or_else(|| TranslateError::NoSelector {
+            service: reference(virt),
         })?;
     let labels = BTreeMap::from([
         (LABEL_SYNCER_MANAGED_BY.to_string(), target.vc.clone()),
@@ -216,7 +216,9 @@ spec:
         assert!(spec.cluster_ip.is_none());
         let headless: Service =
             from_yaml("metadata: {name: db, namespace: data}\nspec: {clusterIP: None}");
-        let err = from_host_replica(&headless, &to("default", "db")).unwrap_err();
+        let err = from_host_replica(&headless, &to("default", "db"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("data/db is headless"), "{err}");
     }
 
@@ -253,7 +255,9 @@ spec:
     fn a_selectorless_virtual_service_is_not_replicated_to_the_host() {
         let virt: Service =
             from_yaml("metadata: {name: ext, namespace: shop}\nspec: {ports: [{port: 80}]}");
-        let err = to_host_replica(&virt, "ext", &target()).unwrap_err();
+        let err = to_host_replica(&virt, "ext", &target())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("shop/ext has no selector"), "{err}");
     }
 

@@ -27,34 +27,31 @@ use crate::{
 use rollback::{Before, Rollback};
 use target::{Verb, Write};
 
-/// Why a tenant write was not taken by the host; the `reason` of the log line.
+/// Why a tenant write was not taken by the host; its [`Rejection::category`] is the `reason`
+/// of the log line and of the tenant's error.
+#[derive(Debug, thiserror::Error)]
 enum Rejection {
     /// The host API answered with an error of the client's making (validation, admission).
+    #[error("{}", .0.message)]
     HostRejected(Box<kube::core::Status>),
     /// The host could not be reached or failed itself.
+    #[error("{0}")]
     ResponseError(String),
     /// The tenant's object could not be turned into a host object.
+    #[error("{0}")]
     TranslateError(String),
     /// The virtual API server's answer was not the written object.
+    #[error("{0}")]
     UnparseableResponse(String),
 }
 
 impl Rejection {
-    fn reason(&self) -> &'static str {
+    fn category(&self) -> &'static str {
         match self {
             Rejection::HostRejected(_) => "host_rejected",
             Rejection::ResponseError(_) => "response_error",
             Rejection::TranslateError(_) => "translate_error",
             Rejection::UnparseableResponse(_) => "unparseable_response",
-        }
-    }
-
-    fn error(&self) -> String {
-        match self {
-            Rejection::HostRejected(s) => s.message.clone(),
-            Rejection::ResponseError(e)
-            | Rejection::TranslateError(e)
-            | Rejection::UnparseableResponse(e) => e.clone(),
         }
     }
 }
@@ -120,7 +117,7 @@ pub async fn serve(
         .unwrap_or_default();
     tracing::warn!(
         resource = %res.name(), %namespace, %name,
-        reason = rejection.reason(), error = %rejection.error(),
+        reason = rejection.category(), error = %rejection,
         "write-through: rejecting write, rolling back"
     );
     let rollback = Rollback::new(ctx, res, &proxy.faults);
@@ -200,7 +197,7 @@ async fn write_to_host(
 ) -> Result<(), Rejection> {
     let (ctx, res) = (&proxy.ctx, &write.resource);
     let mut desired = object::to_host(&ctx.target, &res.resource, res.namespaced, written)
-        .map_err(Rejection::TranslateError)?;
+        .map_err(|e| Rejection::TranslateError(e.to_string()))?;
     let host_name = desired["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
@@ -286,8 +283,8 @@ async fn answer(
             &format!(
                 "vnest write-through: {} could not be written to the host ({}): {}; the write was rolled back",
                 write.resource.name(),
-                other.reason(),
-                other.error()
+                other.category(),
+                other
             ),
         ),
     }

@@ -31,6 +31,40 @@ pub enum Before {
     Unknown,
 }
 
+/// What a rollback could not do; its [`RollbackFailure::category`] is the `reason` label of
+/// `vcluster_writethrough_rollback_failures_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RollbackFailure {
+    #[error("failed to identify the written object or its state before the write")]
+    Unidentified,
+    #[error("failed to tell whether the written object reached the host")]
+    HostLookup,
+    #[error("failed to delete the host mirror of the written object")]
+    HostDelete,
+    #[error("failed to delete the created object")]
+    VirtualDelete,
+    #[error("failed to delete the created object: conflicting writes every attempt")]
+    VirtualDeleteConflict,
+    #[error("failed to put the updated object back")]
+    VirtualUpdate,
+    #[error("failed to put the updated object back: conflicting writes every attempt")]
+    VirtualUpdateConflict,
+}
+
+impl RollbackFailure {
+    pub fn category(self) -> &'static str {
+        match self {
+            RollbackFailure::Unidentified => "unidentified",
+            RollbackFailure::HostLookup => "host_lookup",
+            RollbackFailure::HostDelete => "host_delete",
+            RollbackFailure::VirtualDelete => "virtual_delete",
+            RollbackFailure::VirtualDeleteConflict => "virtual_delete_conflict",
+            RollbackFailure::VirtualUpdate => "virtual_update",
+            RollbackFailure::VirtualUpdateConflict => "virtual_update_conflict",
+        }
+    }
+}
+
 fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
@@ -58,12 +92,12 @@ impl<'a> Rollback<'a> {
         self.failed_any.load(Ordering::Relaxed)
     }
 
-    fn failed(&self, reason: &str) {
+    fn failed(&self, failure: RollbackFailure) {
         self.failed_any.store(true, Ordering::Relaxed);
         self.ctx
             .metrics
             .rollback_failures
-            .with_label_values(&[&self.res.name(), reason])
+            .with_label_values(&[&self.res.name(), failure.category()])
             .inc();
     }
 
@@ -74,18 +108,18 @@ impl<'a> Rollback<'a> {
             written.filter(|w| w.metadata.uid.is_some() && w.metadata.name.is_some())
         else {
             tracing::error!(%resource, "write-through: the written object cannot be identified; it was not rolled back");
-            return self.failed("unidentified");
+            return self.failed(RollbackFailure::Unidentified);
         };
         if self.faults.hits("unidentified", &written.name_any()) {
             tracing::error!(%resource, name = %written.name_any(), "write-through: the written object cannot be identified; it was not rolled back");
-            return self.failed("unidentified");
+            return self.failed(RollbackFailure::Unidentified);
         }
         match before {
             Before::Absent => self.undo_create(written).await,
             Before::Present(before) => self.undo_update(&before, written).await,
             Before::Unknown => {
                 tracing::error!(%resource, name = %written.name_any(), "write-through: cannot find the object as it was before the write; it was not rolled back");
-                self.failed("unidentified");
+                self.failed(RollbackFailure::Unidentified);
             }
         }
     }
@@ -114,7 +148,7 @@ impl<'a> Rollback<'a> {
             Ok(host) => host,
             Err(e) => {
                 tracing::error!(%resource, %name, host = %host_name, error = %e, "write-through: cannot tell whether the object reached the host; leaving the tenant object in place");
-                return self.failed("host_lookup");
+                return self.failed(RollbackFailure::HostLookup);
             }
         };
         if let Some(host) =
@@ -131,7 +165,7 @@ impl<'a> Rollback<'a> {
             match deleted {
                 Err(e) if !is_not_found(&e) => {
                     tracing::error!(%resource, %name, host = %host_name, error = %e, "write-through: rollback host delete failed");
-                    self.failed("host_delete");
+                    self.failed(RollbackFailure::HostDelete);
                 }
                 _ => {
                     tracing::info!(%resource, %name, host = %host_name, "write-through: deleted the host mirror of the rejected write")
@@ -167,12 +201,12 @@ impl<'a> Rollback<'a> {
                 },
                 Err(e) => {
                     tracing::error!(%resource, %name, error = %e, "write-through: rollback delete failed");
-                    return self.failed("virtual_delete");
+                    return self.failed(RollbackFailure::VirtualDelete);
                 }
             }
         }
         tracing::error!(%resource, %name, attempts = ATTEMPTS, "write-through: rollback delete gave up after conflicting writes");
-        self.failed("virtual_delete_conflict");
+        self.failed(RollbackFailure::VirtualDeleteConflict);
     }
 
     async fn undo_update(&self, before: &DynamicObject, written: &DynamicObject) {
@@ -207,12 +241,12 @@ impl<'a> Rollback<'a> {
                 },
                 Err(e) => {
                     tracing::error!(%resource, %name, error = %e, "write-through: rollback update failed");
-                    return self.failed("virtual_update");
+                    return self.failed(RollbackFailure::VirtualUpdate);
                 }
             }
         }
         tracing::error!(%resource, %name, attempts = ATTEMPTS, "write-through: rollback update gave up after conflicting writes");
-        self.failed("virtual_update_conflict");
+        self.failed(RollbackFailure::VirtualUpdateConflict);
     }
 
     /// The resourceVersion of the tenant object now, if it is still the one written.
@@ -233,4 +267,36 @@ fn conflict(message: &str) -> kube::Error {
     kube::Error::Api(Box::new(
         kube::core::Status::failure(message, "Conflict").with_code(409),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RollbackFailure::*;
+
+    /// The `reason` labels dashboards and alerts select on stay as they were.
+    #[test]
+    fn failure_categories_are_the_metric_reasons() {
+        let reasons = [
+            Unidentified,
+            HostLookup,
+            HostDelete,
+            VirtualDelete,
+            VirtualDeleteConflict,
+            VirtualUpdate,
+            VirtualUpdateConflict,
+        ]
+        .map(|f| f.category());
+        assert_eq!(
+            reasons,
+            [
+                "unidentified",
+                "host_lookup",
+                "host_delete",
+                "virtual_delete",
+                "virtual_delete_conflict",
+                "virtual_update",
+                "virtual_update_conflict"
+            ]
+        );
+    }
 }

@@ -189,10 +189,10 @@ impl Syncer for Pods {
                 .is_none();
         let node = match requested_node(&spec, |n| ended || self.node_shown(n)) {
             Ok(node) => node,
-            Err(note) => {
+            Err(e) => {
                 return Ok(Decision::Refuse {
-                    reason: "NodeNotAllowed",
-                    note,
+                    reason: e.category(),
+                    note: e.to_string(),
                 });
             }
         };
@@ -223,9 +223,9 @@ impl Syncer for Pods {
         }
         Ok(match patch_host_pod(pod, &self.patches) {
             Ok(pod) => Decision::Sync(pod),
-            Err(note) => Decision::Refuse {
-                reason: "PodPatchFailed",
-                note: format!("not synced to the host: {note}"),
+            Err(e) => Decision::Refuse {
+                reason: e.category(),
+                note: format!("not synced to the host: {e}"),
             },
         })
     }

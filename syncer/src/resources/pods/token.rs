@@ -13,17 +13,14 @@ use k8s_openapi::{
     ByteString,
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
 };
-use kube::{
-    Api, ResourceExt,
-    api::{Patch, PatchParams, PostParams},
-};
+use kube::{Api, ResourceExt, api::PostParams};
 use vnest_crds::{
     meta::{ANNOTATION_OBJECT_UID, ANNOTATION_TOKEN_RENEW_AT},
     translate::safe_concat_name,
 };
 
 use crate::{
-    engine::{Ctx, FIELD_MANAGER, Queue},
+    engine::{self, Ctx, Queue},
     translate::pod::{ANNOTATION_TOKEN, TOKEN_KEY, TokenDelivery, requested_tokens},
 };
 
@@ -226,11 +223,10 @@ impl Tokens {
         };
         let secrets: Api<Secret> = Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
         ctx.metrics.host_writes.with_label_values(&["Secret"]).inc();
-        let params = PatchParams::apply(FIELD_MANAGER).force();
         ctx.metrics
             .timed(
                 "token_secret",
-                secrets.patch(&secret.name_any(), &params, &Patch::Apply(&secret)),
+                engine::apply(&secrets, &secret.name_any(), &secret),
             )
             .await
             .map_err(|e| {

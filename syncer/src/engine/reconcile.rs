@@ -1,0 +1,238 @@
+//! The reconcile of one key: the host copy made to match the virtual object, or deleted,
+//! read from the two caches and written only when something differs.
+
+use std::{
+    collections::HashSet,
+    sync::{Arc, Mutex},
+};
+
+use anyhow::Context as _;
+use kube::{
+    Api, Resource, ResourceExt,
+    api::DeleteParams,
+    runtime::reflector::{ObjectRef, Store},
+};
+use vnest_crds::meta::ANNOTATION_OBJECT_UID;
+
+use super::{
+    Ctx, Decision, HostGone, Key, Queue, Syncer, conflict_note, is_not_found, key_of,
+    name_conflict, runner::push_every_key,
+};
+
+pub(super) struct Engine<S: Syncer> {
+    pub(super) syncer: S,
+    pub(super) ctx: Arc<Ctx>,
+    pub(super) virt: Store<S::K>,
+    pub(super) host: Store<S::K>,
+    pub(super) queue: Queue,
+    /// Refusals already reported, so a level-triggered loop does not repeat its event.
+    pub(super) reported: Mutex<HashSet<(String, String)>>,
+}
+
+impl<S: Syncer> Engine<S> {
+    pub(super) fn push_all(&self) {
+        push_every_key(&self.virt, &self.host, &self.queue);
+    }
+
+    fn host_api(&self) -> Api<S::K> {
+        Api::namespaced(self.ctx.host.clone(), &self.ctx.target.host_namespace)
+    }
+
+    fn count_write(&self) {
+        self.ctx
+            .metrics
+            .host_writes
+            .with_label_values(&[S::KIND])
+            .inc();
+    }
+
+    async fn delete_host(&self, name: &str, virt: Option<&S::K>) -> anyhow::Result<()> {
+        self.count_write();
+        match self
+            .host_api()
+            .delete(name, &self.syncer.delete_params(virt))
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(kind = S::KIND, host = name, "deleted host copy");
+                Ok(())
+            }
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("failed to delete host {} {name}", S::KIND)),
+        }
+    }
+
+    async fn delete_virtual(&self, virt: &S::K) -> anyhow::Result<()> {
+        let api: Api<S::K> =
+            Api::namespaced(self.ctx.virt.clone(), &virt.namespace().unwrap_or_default());
+        match api
+            .delete(&virt.name_any(), &DeleteParams::default().grace_period(0))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(e).with_context(|| {
+                format!("failed to delete virtual {} {}", S::KIND, virt.name_any())
+            }),
+        }
+    }
+
+    async fn apply(&self, body: &S::K) -> anyhow::Result<()> {
+        self.count_write();
+        let name = body.name_any();
+        let api = self.host_api();
+        self.ctx
+            .metrics
+            .timed("host_apply", super::apply(&api, &name, body))
+            .await
+            .with_context(|| format!("failed to apply host {} {name}", S::KIND))?;
+        tracing::info!(kind = S::KIND, host = %name, "applied host copy");
+        Ok(())
+    }
+
+    fn virt_api(&self, namespace: &str) -> Api<S::K> {
+        Api::namespaced(self.ctx.virt.clone(), namespace)
+    }
+
+    /// Whether the host copy belongs to a virtual object other than the live one, read live
+    /// on both sides: the caches may trail a uid that was just adopted or recreated.
+    async fn belongs_to_other(&self, key: &Key, host_name: &str) -> anyhow::Result<bool> {
+        let virt = self
+            .virt_api(&key.0)
+            .get_opt(&key.1)
+            .await
+            .context("failed to read virtual object")?;
+        let host = self
+            .host_api()
+            .get_opt(host_name)
+            .await
+            .context("failed to read host copy")?;
+        Ok(match (virt, host) {
+            (Some(v), Some(h)) => h.annotations().get(ANNOTATION_OBJECT_UID) != v.uid().as_ref(),
+            _ => false,
+        })
+    }
+
+    /// Whether the virtual object is really gone (not just missing from a trailing cache).
+    async fn virtual_gone(&self, key: &Key) -> anyhow::Result<bool> {
+        let live = self
+            .virt_api(&key.0)
+            .get_opt(&key.1)
+            .await
+            .context("failed to read virtual object")?;
+        Ok(live.is_none())
+    }
+
+    /// Reports a refusal once per virtual uid and note, so a level-triggered loop does not
+    /// repeat its event.
+    async fn refuse(&self, virt: &S::K, uid: &str, reason: &str, note: String) {
+        let first = self
+            .reported
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((uid.to_string(), note.clone()));
+        if first {
+            let key = key_of(virt);
+            tracing::info!(kind = S::KIND, namespace = %key.0, name = %key.1, note, "refused");
+            self.ctx.warn(virt, reason, note).await;
+        }
+    }
+
+    pub(super) async fn reconcile(&self, key: &Key) -> anyhow::Result<()> {
+        let (namespace, name) = key;
+        let host_name = self.ctx.target.host_name(name, namespace);
+        let virt = self.virt.get(&ObjectRef::new(name).within(namespace));
+        let host = self
+            .host
+            .get(&ObjectRef::new(&host_name).within(&self.ctx.target.host_namespace));
+        let host_terminating = host
+            .as_ref()
+            .is_some_and(|h| h.meta().deletion_timestamp.is_some());
+        // Only copies this syncer made are ever deleted: host controllers copy Service labels
+        // (and so the managed-by marker) onto objects of their own, such as Endpoints.
+        // Nor a copy that another virtual object of the same host name owns (a name conflict).
+        let conflict = host.as_ref().and_then(|h| name_conflict(key, h.as_ref()));
+        let deletable = conflict.is_none()
+            && host.as_ref().is_some_and(|h| {
+                h.meta().deletion_timestamp.is_none()
+                    && h.annotations().contains_key(ANNOTATION_OBJECT_UID)
+            });
+
+        let Some(virt) = virt else {
+            if let Some(h) = &host
+                && self.syncer.restore_virtual(&self.ctx, h).await?
+            {
+                return Ok(());
+            }
+            if deletable && self.virtual_gone(key).await? {
+                self.delete_host(&host_name, None).await?;
+            }
+            return Ok(());
+        };
+        if virt.meta().deletion_timestamp.is_some() {
+            return match host {
+                Some(_) if deletable => self.delete_host(&host_name, Some(&virt)).await,
+                Some(_) => Ok(()),
+                None if self.syncer.host_gone(&virt) == HostGone::DeleteVirtual => {
+                    self.delete_virtual(&virt).await
+                }
+                None => self.syncer.finish(&self.ctx, &virt).await,
+            };
+        }
+        let uid = virt.uid().unwrap_or_default();
+        if let Some(owner) = conflict {
+            // Neither applied (it would overwrite the owner's copy) nor deleted.
+            let note = conflict_note(S::KIND, key, &owner, &host_name);
+            self.refuse(virt.as_ref(), &uid, "NameConflict", note).await;
+            return Ok(());
+        }
+        if let Some(h) = &host {
+            let host_uid = h
+                .annotations()
+                .get(ANNOTATION_OBJECT_UID)
+                .map(String::as_str);
+            if host_uid != Some(uid.as_str())
+                && deletable
+                && self.belongs_to_other(key, &host_name).await?
+            {
+                tracing::info!(kind = S::KIND, host = %host_name, "host copy belongs to an older virtual object; replacing");
+                return self.delete_host(&host_name, None).await;
+            }
+        }
+        match self.syncer.desired(&self.ctx, &virt).await? {
+            Decision::Skip => {
+                if deletable {
+                    self.delete_host(&host_name, None).await?;
+                }
+            }
+            Decision::Refuse { reason, note } => {
+                self.refuse(virt.as_ref(), &uid, reason, note).await;
+                if deletable {
+                    self.delete_host(&host_name, None).await?;
+                }
+            }
+            Decision::Sync(desired) => match host {
+                None if self.syncer.host_gone(&virt) == HostGone::DeleteVirtual => {
+                    tracing::info!(
+                        kind = S::KIND,
+                        namespace,
+                        name,
+                        "host copy is gone; deleting the virtual object"
+                    );
+                    self.delete_virtual(&virt).await?;
+                }
+                None => self.apply(&desired).await?,
+                Some(_) if host_terminating => {}
+                Some(h) => {
+                    // Labels are compared whole, so one the tenant removed goes from the host.
+                    let labels_differ = h.labels() != desired.labels();
+                    if labels_differ || self.syncer.needs_update(&h, &desired) {
+                        self.apply(&self.syncer.update_body(&h, desired)).await?;
+                    }
+                    self.syncer.back(&self.ctx, &virt, &h).await?;
+                }
+            },
+        }
+        Ok(())
+    }
+}

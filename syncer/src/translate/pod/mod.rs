@@ -1,0 +1,405 @@
+//! Pods: the host copy of a virtual pod, every reference inside it renamed into the host
+//! namespace, and the host pod's status as the virtual pod shows it. The renaming of
+//! references ([`references`]), the service-account token ([`token`]) and what the pod's
+//! environment tells it about itself ([`env`]) have their own modules.
+
+mod env;
+mod references;
+mod token;
+
+use k8s_openapi::api::core::v1::{Pod, PodDNSConfig, PodDNSConfigOption, PodSpec, PodStatus};
+use vnest_crds::meta::ANNOTATION_TOKEN_RENEW_AT;
+use vnest_crds::patch::PodPatches;
+
+pub use references::{References, references};
+pub use token::{ANNOTATION_TOKEN, TOKEN_KEY, TokenDelivery, requested_tokens};
+
+use super::{Target, TranslateError};
+use env::{point_at_virtual_api, rewrite_downward_api};
+use references::{containers_mut, walk_references};
+use token::replace_tokens;
+
+/// What the host pod needs besides the virtual pod itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodEnv {
+    /// ClusterIP and port of the host Service fronting the virtual API server; pods reach
+    /// "their" Kubernetes API there.
+    pub api_service: Option<(String, i32)>,
+    /// ClusterIP of the host copy of the virtual cluster's DNS Service, when it has one.
+    pub dns_ip: Option<String>,
+    /// The virtual cluster's DNS domain (`networking.advanced.clusterDomain`), searched by
+    /// tenant pods.
+    pub cluster_domain: String,
+    /// `sync.toHost.serviceaccounts`: host copies of service accounts exist.
+    pub sync_service_accounts: bool,
+    /// Where the pod's minted virtual token is; without one, projected tokens are dropped.
+    pub token: Option<TokenDelivery>,
+    /// `sync.toHost.priorityclasses`: pods name the host copies of their classes.
+    pub sync_priority_classes: bool,
+}
+
+/// The host node a tenant's `spec.nodeName` places the pod on: none asked, none; a node the
+/// virtual cluster shows from a real host node (`shown`), that node (virtual nodes carry their
+/// host node's name); any other, why the pod is refused.
+pub fn requested_node(
+    spec: &PodSpec,
+    shown: impl Fn(&str) -> bool,
+) -> Result<Option<String>, TranslateError> {
+    match spec.node_name.as_deref().filter(|n| !n.is_empty()) {
+        None => Ok(None),
+        Some(node) if shown(node) => Ok(Some(node.to_string())),
+        Some(node) => Err(TranslateError::NodeNotShown {
+            node: node.to_string(),
+        }),
+    }
+}
+
+/// The search path of a tenant pod in virtual namespace `namespace`, as the kubelet writes it
+/// for `ClusterFirst` in a cluster whose domain is `domain`.
+pub fn dns_searches(namespace: &str, domain: &str) -> Vec<String> {
+    vec![
+        format!("{namespace}.svc.{domain}"),
+        format!("svc.{domain}"),
+        domain.to_string(),
+    ]
+}
+
+/// The host copy of virtual pod `virt`.
+pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
+    let namespace = virt.metadata.namespace.as_deref().unwrap_or_default();
+    let name = virt.metadata.name.as_deref().unwrap_or_default();
+    let mut spec = virt.spec.clone().unwrap_or_default();
+    let rename = |n: &mut String| *n = target.host_name(n, namespace);
+    walk_references(&mut spec, &mut { rename }, &mut { rename }, &mut { rename });
+    replace_tokens(
+        spec.volumes.as_deref_mut().unwrap_or_default(),
+        env.token.as_ref(),
+    );
+    rewrite_downward_api(&mut spec);
+
+    // The host scheduler places the pod (a checked `spec.nodeName` is set by the caller, see
+    // [`requested_node`]); the host's own credentials never reach it.
+    spec.node_name = None;
+    spec.automount_service_account_token = Some(false);
+    spec.enable_service_links = Some(false);
+    let sa = spec
+        .service_account_name
+        .take()
+        .or(spec.service_account.take());
+    if env.sync_priority_classes {
+        super::priority_class::translate_pod_priority(&mut spec, target);
+    }
+    spec.service_account = None;
+    spec.service_account_name = match (env.sync_service_accounts, sa) {
+        (true, Some(sa)) => Some(target.host_name(&sa, namespace)),
+        _ => None,
+    };
+    // The host pod name is translated; the pod still sees its own name as hostname.
+    if spec.hostname.is_none() {
+        spec.hostname = Some(
+            name.chars()
+                .take(63)
+                .collect::<String>()
+                .trim_end_matches(['-', '.'])
+                .to_string(),
+        );
+    }
+    if let Some((ip, port)) = &env.api_service {
+        for c in containers_mut(&mut spec) {
+            point_at_virtual_api(c, ip, *port);
+        }
+    }
+    let tenant_dns = spec
+        .dns_policy
+        .as_deref()
+        .is_none_or(|p| p.starts_with("ClusterFirst"));
+    if let (Some(dns_ip), true) = (&env.dns_ip, tenant_dns) {
+        spec.dns_policy = Some("None".to_string());
+        spec.dns_config = Some(PodDNSConfig {
+            nameservers: Some(vec![dns_ip.clone()]),
+            searches: Some(dns_searches(namespace, &env.cluster_domain)),
+            options: Some(vec![PodDNSConfigOption {
+                name: Some("ndots".to_string()),
+                value: Some("5".to_string()),
+            }]),
+        });
+    }
+    let mut metadata = target.host_meta("Pod", &virt.metadata);
+    if let Some(TokenDelivery::Annotation { token, renew_at }) = &env.token {
+        let annotations = metadata.annotations.get_or_insert_default();
+        annotations.insert(ANNOTATION_TOKEN.to_string(), token.clone());
+        annotations.insert(ANNOTATION_TOKEN_RENEW_AT.to_string(), renew_at.to_string());
+    }
+    Pod {
+        metadata,
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+/// Host pod `pod` with the `toHost.pods` patches applied, or why they cannot be.
+pub fn patch_host_pod(pod: Pod, patches: &PodPatches) -> Result<Pod, TranslateError> {
+    if patches.is_empty() {
+        return Ok(pod);
+    }
+    let invalid = |e: serde_json::Error| TranslateError::PatchedPodInvalid(e.to_string());
+    let mut value = serde_json::to_value(pod).map_err(invalid)?;
+    patches
+        .apply(&mut value)
+        .map_err(TranslateError::PodPatch)?;
+    serde_json::from_value(value).map_err(invalid)
+}
+
+/// The status the virtual pod should show: the host pod's, as the host reports it, except
+/// the QoS class, which the virtual API server fixed at creation and will not let change (a
+/// host LimitRange's defaults can make the host copy Burstable where the tenant's pod is
+/// BestEffort).
+pub fn virtual_status(host: &Pod, virt: &Pod) -> Option<PodStatus> {
+    let mut status = host.status.clone()?;
+    status.qos_class = virt.status.as_ref().and_then(|s| s.qos_class.clone());
+    Some(status)
+}
+
+/// The pod every test translates, and the environment it is translated in.
+#[cfg(test)]
+mod fixture {
+    use k8s_openapi::api::core::v1::PodSpec;
+
+    use super::super::test_support::*;
+    use super::{PodEnv, host_pod};
+
+    pub const POD: &str = r#"
+metadata:
+  name: web-0
+  namespace: shop
+  uid: u-1
+  labels: { app: web }
+spec:
+  nodeName: virtual-node
+  serviceAccountName: builder
+  imagePullSecrets: [{ name: regcred }]
+  initContainers:
+  - name: init
+    image: busybox
+    envFrom: [{ secretRef: { name: init-env } }]
+  containers:
+  - name: app
+    image: nginx
+    env:
+    - { name: KUBERNETES_SERVICE_HOST, value: "10.0.0.1" }
+    - { name: A, valueFrom: { configMapKeyRef: { name: settings, key: a } } }
+    - { name: B, valueFrom: { secretKeyRef: { name: creds, key: b } } }
+    - { name: MY_NS, valueFrom: { fieldRef: { fieldPath: metadata.namespace } } }
+    envFrom: [{ configMapRef: { name: more-settings } }]
+  volumes:
+  - { name: cfg, configMap: { name: files } }
+  - { name: sec, secret: { secretName: tls } }
+  - { name: data, persistentVolumeClaim: { claimName: data-web-0 } }
+  - { name: csi, csi: { driver: d, nodePublishSecretRef: { name: csi-creds } } }
+  - name: kube-api-access-abcde
+    projected:
+      sources:
+      - serviceAccountToken: { path: token, expirationSeconds: 3607 }
+      - configMap: { name: kube-root-ca.crt, items: [{ key: ca.crt, path: ca.crt }] }
+      - downwardAPI: { items: [{ path: namespace, fieldRef: { fieldPath: metadata.namespace } }] }
+"#;
+
+    pub fn env() -> PodEnv {
+        PodEnv {
+            api_service: Some(("10.96.0.10".into(), 443)),
+            dns_ip: Some("10.96.0.53".into()),
+            cluster_domain: "cluster.local".into(),
+            sync_service_accounts: false,
+            token: None,
+            sync_priority_classes: false,
+        }
+    }
+
+    pub fn host(env: &PodEnv) -> PodSpec {
+        host_pod(&from_yaml(POD), &target(), env).spec.unwrap()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use super::fixture::*;
+    use super::*;
+
+    /// The host pod is named per design.md, scheduled by the host, and never mounts a host
+    /// service-account token.
+    #[test]
+    fn host_pod_is_renamed_unscheduled_and_without_host_credentials() {
+        let pod = host_pod(&from_yaml(POD), &target(), &env());
+        assert_eq!(pod.metadata.name.as_deref(), Some("web-0-x-shop-x-vc"));
+        let spec = pod.spec.unwrap();
+        assert_eq!(spec.node_name, None);
+        assert_eq!(spec.automount_service_account_token, Some(false));
+        assert_eq!(spec.service_account_name, None);
+        assert_eq!(spec.enable_service_links, Some(false));
+        assert_eq!(spec.hostname.as_deref(), Some("web-0"));
+    }
+
+    /// With service-account sync on, the host copy of the tenant's account is used.
+    #[test]
+    fn service_account_is_translated_when_synced() {
+        let spec = host(&PodEnv {
+            sync_service_accounts: true,
+            ..env()
+        });
+        assert_eq!(
+            spec.service_account_name.as_deref(),
+            Some("builder-x-shop-x-vc")
+        );
+    }
+
+    /// Cluster DNS inside the pod is the virtual cluster's, searched from its own namespace.
+    #[test]
+    fn dns_points_at_the_virtual_cluster() {
+        let spec = host(&env());
+        assert_eq!(spec.dns_policy.as_deref(), Some("None"));
+        let dns = spec.dns_config.unwrap();
+        assert_eq!(dns.nameservers.unwrap(), ["10.96.0.53"]);
+        assert_eq!(dns.searches.unwrap()[0], "shop.svc.cluster.local");
+    }
+
+    /// The search path follows the spec's `networking.advanced.clusterDomain`, not a constant.
+    #[test]
+    fn dns_searches_the_virtual_cluster_domain() {
+        let spec = host(&PodEnv {
+            cluster_domain: "tenant.example".into(),
+            ..env()
+        });
+        assert_eq!(
+            spec.dns_config.unwrap().searches.unwrap(),
+            [
+                "shop.svc.tenant.example",
+                "svc.tenant.example",
+                "tenant.example"
+            ]
+        );
+    }
+
+    /// With no virtual DNS Service known, the pod keeps its DNS policy.
+    #[test]
+    fn dns_is_left_alone_without_a_virtual_dns_service() {
+        let spec = host(&PodEnv {
+            dns_ip: None,
+            ..env()
+        });
+        assert_eq!(spec.dns_policy, None);
+        assert_eq!(spec.dns_config, None);
+    }
+
+    /// Status flows back unchanged: phase, IPs, conditions.
+    #[test]
+    fn host_status_is_the_virtual_status() {
+        let host: Pod = from_yaml(
+            "metadata: {name: x}\nstatus: {phase: Running, podIP: 10.244.0.7, hostIP: 127.0.0.1}",
+        );
+        let virt: Pod = from_yaml("metadata: {name: x}\nstatus: {phase: Pending}");
+        let status = virtual_status(&host, &virt).unwrap();
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        assert_eq!(status.pod_ip.as_deref(), Some("10.244.0.7"));
+    }
+
+    /// The host's LimitRange defaults change the host pod's QoS class; the virtual pod's
+    /// (immutable) stays, or every status update would be refused.
+    #[test]
+    fn the_virtual_qos_class_is_kept() {
+        let host: Pod =
+            from_yaml("metadata: {name: x}\nstatus: {phase: Running, qosClass: Burstable}");
+        let virt: Pod =
+            from_yaml("metadata: {name: x}\nstatus: {phase: Pending, qosClass: BestEffort}");
+        let status = virtual_status(&host, &virt).unwrap();
+        assert_eq!(status.qos_class.as_deref(), Some("BestEffort"));
+    }
+
+    fn patches(yaml: &str) -> PodPatches {
+        PodPatches::compile(&from_yaml(yaml)).unwrap()
+    }
+
+    /// The seed's examples act on the translated host pod: the tenant's label value gets its
+    /// prefix, no volume keeps its host path, the syncer's markers stay.
+    #[test]
+    fn patches_act_on_the_translated_host_pod() {
+        let virt: Pod = from_yaml(
+            "metadata: {name: web, namespace: shop, labels: {app: web}}
+spec:
+  containers: [{name: app, image: nginx}]
+  volumes: [{name: root, hostPath: {path: /}}]",
+        );
+        let host = host_pod(&virt, &target(), &env());
+        let p = patches(
+            "translatePatches: [{path: metadata.labels.app, expression: \"'vcluster-' + value\"}]\npatches: [{path: 'spec.volumes[*].hostPath', op: remove}]",
+        );
+        let patched = patch_host_pod(host, &p).unwrap();
+        let labels = patched.metadata.labels.as_ref().unwrap();
+        assert_eq!(labels["app"], "vcluster-web");
+        assert_eq!(labels[vnest_crds::meta::LABEL_SYNCER_MANAGED_BY], "vc");
+        let volume = &patched.spec.unwrap().volumes.unwrap()[0];
+        assert_eq!(volume.name, "root");
+        assert!(volume.host_path.is_none());
+    }
+
+    /// A tenant pod dressed as the control plane (`app=vcluster,release=<vc>` and the
+    /// operator's `vnest.dev/control-plane` key) becomes a host pod the control plane's
+    /// Services and NetworkPolicy do not select: the key is rewritten, so it cannot take part
+    /// in the tenants' API traffic.
+    #[test]
+    fn a_pod_labelled_as_the_control_plane_is_not_selected_by_its_services() {
+        use vnest_crds::meta::{LABEL_CONTROL_PLANE, control_plane_selector};
+        let virt: Pod = from_yaml(&format!(
+            "metadata: {{name: web, namespace: shop, labels: {{app: vcluster, release: vc, {LABEL_CONTROL_PLANE}: vc}}}}
+spec:
+  containers: [{{name: app, image: nginx}}]",
+        ));
+        let host = host_pod(&virt, &target(), &env());
+        let labels = host.metadata.labels.unwrap();
+        let selector = control_plane_selector(&target().vc);
+        assert!(
+            !selector.iter().all(|(k, v)| labels.get(k) == Some(v)),
+            "the control plane's selector {selector:?} matches the host pod's labels {labels:?}"
+        );
+        assert!(!labels.contains_key(LABEL_CONTROL_PLANE), "{labels:?}");
+        assert_eq!(labels["app"], "vcluster");
+    }
+
+    /// A patch the pod cannot take is reported, not half-applied.
+    #[test]
+    fn a_failing_patch_is_reported() {
+        let p = patches("translatePatches: [{path: spec.priority, expression: \"'1'\"}]");
+        let mut virt: Pod = from_yaml(POD);
+        virt.spec.as_mut().unwrap().priority = Some(5);
+        let err = patch_host_pod(host_pod(&virt, &target(), &env()), &p)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("translatePatches[0] (spec.priority): the field is a number"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_requested_node_is_honoured_only_when_shown() {
+        let spec = |n: Option<&str>| PodSpec {
+            node_name: n.map(String::from),
+            ..Default::default()
+        };
+        let shown = |n: &str| n == "worker-1";
+        assert_eq!(requested_node(&spec(None), shown), Ok(None));
+        assert_eq!(requested_node(&spec(Some("")), shown), Ok(None));
+        assert_eq!(
+            requested_node(&spec(Some("worker-1")), shown),
+            Ok(Some("worker-1".to_string()))
+        );
+        let why = requested_node(&spec(Some("control-plane")), shown)
+            .unwrap_err()
+            .to_string();
+        assert!(why.contains("spec.nodeName control-plane"), "{why}");
+        assert!(
+            why.contains("not one of the virtual cluster's nodes"),
+            "{why}"
+        );
+    }
+}
