@@ -3,6 +3,7 @@
 
 pub mod certs;
 pub mod children;
+pub mod conditions;
 pub mod content;
 pub mod desired;
 pub mod drift;

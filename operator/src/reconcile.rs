@@ -43,6 +43,7 @@ use vnest_crds::{
 use crate::{
     certs::Certs,
     children::{self, Applied, ChildStores, FIELD_MANAGER},
+    conditions,
     desired::{self, ChildKind, Input},
     lifecycle::{
         decide::{self, Decision, DeleteReason, Desired, Policy, SleepReason, State},
@@ -127,8 +128,7 @@ impl Context {
         let mut phases = self.phases.lock().unwrap_or_else(|e| e.into_inner());
         match status.and_then(|s| s.phase) {
             Some(phase) => {
-                let sleeping = status
-                    .and_then(|s| s.conditions.iter().find(|c| c.type_ == status::SLEEPING))
+                let sleeping = conditions::find(status, conditions::SLEEPING)
                     .filter(|c| c.status == "True")
                     .map(|c| c.reason.clone());
                 phases.insert(key, (phase, sleeping))
@@ -598,10 +598,7 @@ async fn apply_all(original: &VirtualCluster, ctx: &Context) -> Result<Action, E
     });
     if let Some(message) = spec_error {
         observed.spec_error = Some(message.clone());
-        let previous = vc
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.iter().find(|c| c.type_ == status::SPEC_VALID));
+        let previous = conditions::find(vc.status.as_ref(), conditions::SPEC_VALID);
         if previous.is_none_or(|c| c.message != message) {
             ctx.event(vc, EventType::Warning, "InvalidSpec", "Validate", message)
                 .await;
@@ -679,11 +676,7 @@ async fn apply_all(original: &VirtualCluster, ctx: &Context) -> Result<Action, E
     }
     observed.last_activity = facts.last_activity;
     if let Some(message) = &apply_error {
-        let previous = vc.status.as_ref().and_then(|s| {
-            s.conditions
-                .iter()
-                .find(|c| c.type_ == status::CONTROL_PLANE_READY)
-        });
+        let previous = conditions::find(vc.status.as_ref(), conditions::CONTROL_PLANE_READY);
         if previous.is_none_or(|c| &c.message != message) {
             ctx.event(
                 vc,
@@ -802,7 +795,9 @@ async fn cleanup(vc: &VirtualCluster, ctx: &Context) -> Result<Action, Error> {
         ..Default::default()
     };
     let mut terminating = status::compute(vc.status.as_ref(), &observed, Time(Timestamp::now()));
-    terminating.conditions.retain(|c| c.type_ == status::READY);
+    terminating
+        .conditions
+        .retain(|c| c.type_ == conditions::READY);
     if vc.status.as_ref().and_then(|s| s.phase) != Some(Phase::Terminating) {
         write_status(ctx, vc, terminating).await?;
     }

@@ -5,17 +5,13 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use vnest_crds::{Phase, VirtualClusterStatus};
 
-use crate::lifecycle::{
-    decide::{Decision, Desired, SleepReason},
-    facts::to_time,
+use crate::{
+    conditions::{self, CONTROL_PLANE_READY, READY, SLEEPING, SPEC_VALID},
+    lifecycle::{
+        decide::{Decision, Desired, SleepReason},
+        facts::to_time,
+    },
 };
-
-pub const READY: &str = "Ready";
-pub const CONTROL_PLANE_READY: &str = "ControlPlaneReady";
-pub const SPEC_VALID: &str = "SpecValid";
-/// True while scaled to zero, with the reason (`Paused`, `Schedule`, `Inactivity`); its
-/// transition time is when the operator enacted the change.
-pub const SLEEPING: &str = "Sleeping";
 
 /// What one reconcile found.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -210,10 +206,7 @@ pub fn compute(
         .map(|p| p.conditions.as_slice())
         .unwrap_or_default();
     let sleeping = match (observed.lifecycle, asleep) {
-        (None, _) => previous_conditions
-            .iter()
-            .find(|c| c.type_ == SLEEPING)
-            .cloned(),
+        (None, _) => conditions::find(previous, SLEEPING).cloned(),
         (Some(_), Some((reason, since))) => Some(condition(
             SLEEPING,
             true,

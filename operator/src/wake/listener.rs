@@ -22,7 +22,12 @@ use tracing::{debug, info, warn};
 use vnest_crds::{VirtualCluster, activity, meta::ChildNames};
 
 use super::{Answer, response, should_renew, target};
-use crate::{certs::Certs, lifecycle::facts, metrics::Metrics, status::SLEEPING};
+use crate::{
+    certs::Certs,
+    conditions::{self, SLEEPING},
+    lifecycle::facts,
+    metrics::Metrics,
+};
 
 /// Field manager of the Lease renewals a wake connection makes.
 pub const FIELD_MANAGER: &str = "vnest-operator/wake";
@@ -179,10 +184,7 @@ async fn request_wake(
             chrono::DateTime::from_timestamp(t.as_second(), t.subsec_nanosecond().unsigned_abs())
                 .unwrap_or_default()
         });
-    let asleep_since = vc
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == SLEEPING))
+    let asleep_since = conditions::find(vc.status.as_ref(), SLEEPING)
         .filter(|c| c.status == "True")
         .map(|c| facts::to_utc(c.last_transition_time.0));
     let now = chrono::Utc::now();
