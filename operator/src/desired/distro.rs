@@ -173,23 +173,44 @@ fn k3s(input: &Input, config: &DistroConfig, store: StoreKind) -> ControlPlane {
     if store == StoreKind::Etcd {
         args.push("--cluster-init".to_string());
     }
-    args.extend(config.extra_args.iter().cloned());
+    let mounts = [
+        mount("data", DATA_DIR),
+        read_only("certs", CERTS_DIR),
+        mount("etc-rancher", "/etc/rancher"),
+        mount("tmp", TMP_DIR),
+    ];
     ControlPlane {
-        containers: vec![json!({
-            "name": "control-plane",
-            "image": image(config, &input.settings.images.k3s),
-            "command": ["/bin/k3s"],
-            "args": args,
-            "resources": control_plane_resources(input),
-            "volumeMounts": [
-                mount("data", DATA_DIR),
-                read_only("certs", CERTS_DIR),
-                mount("etc-rancher", "/etc/rancher"),
-                mount("tmp", TMP_DIR),
-            ],
-        })],
+        containers: vec![single_binary(
+            input,
+            config,
+            &input.settings.images.k3s,
+            "/bin/k3s",
+            args,
+            &mounts,
+        )],
         volumes: vec![empty_dir("etc-rancher")],
     }
+}
+
+/// The `control-plane` container of a distro that is one binary: `args`, then the spec's
+/// extra ones.
+fn single_binary(
+    input: &Input,
+    config: &DistroConfig,
+    default_image: &str,
+    command: &str,
+    mut args: Vec<String>,
+    mounts: &[Value],
+) -> Value {
+    args.extend(config.extra_args.iter().cloned());
+    json!({
+        "name": "control-plane",
+        "image": image(config, default_image),
+        "command": [command],
+        "args": args,
+        "resources": control_plane_resources(input),
+        "volumeMounts": mounts,
+    })
 }
 
 /// k0s's `ClusterConfig`: API server on loopback, the operator's CA for tenant pods, etcd.
@@ -226,29 +247,29 @@ fn k0s_config(input: &Input) -> String {
 }
 
 fn k0s(input: &Input, config: &DistroConfig) -> ControlPlane {
-    let mut args = vec![
+    let args = vec![
         "controller".to_string(),
         format!("--config={CONFIG_DIR}/{K0S_CONFIG_KEY}"),
         format!("--data-dir={DATA_DIR}/k0s"),
         "--disable-components=konnectivity-server,kube-scheduler,csr-approver,kube-proxy,coredns,network-provider,helm,metrics-server,worker-config".to_string(),
         "--status-socket=/run/k0s/status.sock".to_string(),
     ];
-    args.extend(config.extra_args.iter().cloned());
+    let mounts = [
+        mount("data", DATA_DIR),
+        read_only("config", CONFIG_DIR),
+        read_only("certs", CERTS_DIR),
+        mount("run-k0s", "/run/k0s"),
+        mount("tmp", TMP_DIR),
+    ];
     ControlPlane {
-        containers: vec![json!({
-            "name": "control-plane",
-            "image": image(config, &input.settings.images.k0s),
-            "command": ["k0s"],
-            "args": args,
-            "resources": control_plane_resources(input),
-            "volumeMounts": [
-                mount("data", DATA_DIR),
-                read_only("config", CONFIG_DIR),
-                read_only("certs", CERTS_DIR),
-                mount("run-k0s", "/run/k0s"),
-                mount("tmp", TMP_DIR),
-            ],
-        })],
+        containers: vec![single_binary(
+            input,
+            config,
+            &input.settings.images.k0s,
+            "k0s",
+            args,
+            &mounts,
+        )],
         volumes: vec![empty_dir("run-k0s")],
     }
 }
