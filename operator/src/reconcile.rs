@@ -46,8 +46,9 @@ use crate::{
     conditions,
     desired::{self, ChildKind, Input},
     lifecycle::{
-        decide::{self, Decision, DeleteReason, Desired, Policy, SleepReason, State},
+        decide::{self, Decision, Desired, Policy, State},
         enact, facts,
+        reason::{DeleteReason, SleepReason},
     },
     metrics::{Metrics, Readiness},
     settings::Settings,

@@ -8,8 +8,9 @@ use vnest_crds::{Phase, VirtualClusterStatus};
 use crate::{
     conditions::{self, CONTROL_PLANE_READY, READY, SLEEPING, SPEC_VALID},
     lifecycle::{
-        decide::{Decision, Desired, SleepReason},
+        decide::{Decision, Desired},
         facts::to_time,
+        reason::SleepReason,
     },
 };
 
@@ -249,7 +250,6 @@ pub fn compute(
 
 #[cfg(test)]
 mod tests {
-    use crate::lifecycle::decide::{Decision, Desired, SleepReason};
     use k8s_openapi::jiff::Timestamp;
 
     use super::*;

@@ -18,7 +18,10 @@ use chrono::{DateTime, Duration, Utc};
 use chrono_tz::Tz;
 use vnest_crds::VirtualClusterSpec;
 
-use super::schedule::{Cron, parse_cron};
+use super::{
+    reason::{DeleteReason, SleepReason, WakeReason},
+    schedule::{Cron, parse_cron},
+};
 
 /// The lifecycle fields of a spec, parsed.
 #[derive(Clone, Debug)]
@@ -70,64 +73,6 @@ impl Policy {
             delete_after_creation: duration(delete.and_then(|d| d.after_creation.as_ref()))?,
             delete_after_inactivity: duration(delete.and_then(|d| d.after_inactivity.as_ref()))?,
         })
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SleepReason {
-    Paused,
-    Schedule,
-    Inactivity,
-}
-
-impl SleepReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SleepReason::Paused => "Paused",
-            SleepReason::Schedule => "Schedule",
-            SleepReason::Inactivity => "Inactivity",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        [Self::Paused, Self::Schedule, Self::Inactivity]
-            .into_iter()
-            .find(|r| r.as_str() == text)
-    }
-}
-
-/// What ended a sleep.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WakeReason {
-    Schedule,
-    Request,
-    Resumed,
-    SleepModeRemoved,
-}
-
-impl WakeReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WakeReason::Schedule => "Schedule",
-            WakeReason::Request => "Request",
-            WakeReason::Resumed => "Resumed",
-            WakeReason::SleepModeRemoved => "SleepModeRemoved",
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DeleteReason {
-    AfterCreation,
-    AfterInactivity,
-}
-
-impl DeleteReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeleteReason::AfterCreation => "AfterCreation",
-            DeleteReason::AfterInactivity => "AfterInactivity",
-        }
     }
 }
 

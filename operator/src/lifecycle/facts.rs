@@ -9,7 +9,10 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use vnest_crds::VirtualCluster;
 
-use super::decide::{Facts, SleepReason, State};
+use super::{
+    decide::{Facts, State},
+    reason::SleepReason,
+};
 use crate::conditions::{self, SLEEPING};
 
 pub fn to_utc(t: Timestamp) -> DateTime<Utc> {

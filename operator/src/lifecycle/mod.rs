@@ -1,9 +1,11 @@
 //! Sleep, wake and auto-delete. `schedule` and `decide` are pure: when a virtual cluster
 //! should be awake, asleep or gone, from its spec, what its status remembers and the time.
-//! `facts` reads those inputs from the objects; `enact` does the API calls a decision needs
-//! beyond the desired state (which scales the StatefulSet).
+//! `facts` reads those inputs from the objects, `reason` says why a change happens; `enact`
+//! does the API calls a decision needs beyond the desired state (which scales the
+//! StatefulSet).
 
 pub mod decide;
 pub mod enact;
 pub mod facts;
+pub mod reason;
 pub mod schedule;
