@@ -78,6 +78,19 @@ where
     (store, changes)
 }
 
+/// The VirtualClusters in `cache` that `concerned` picks, to reconcile again.
+fn affected(
+    cache: &Store<VirtualCluster>,
+    concerned: impl Fn(&VirtualCluster) -> bool,
+) -> Vec<ObjectRef<VirtualCluster>> {
+    cache
+        .state()
+        .into_iter()
+        .filter(|vc| concerned(vc))
+        .map(|vc| ObjectRef::from_obj(vc.as_ref()))
+        .collect()
+}
+
 /// Which VirtualClusters one controller reconciles, and how many at once.
 #[derive(Clone, Debug)]
 pub struct Scope {
@@ -181,34 +194,24 @@ pub async fn run(
     let virtual_clusters = controller.store();
     controller = controller.watches_stream(template_changes, move |template| {
         let name = template.name_any();
-        virtual_clusters
-            .state()
-            .into_iter()
-            .filter(|vc| vc.spec.template.as_ref().is_some_and(|t| t.name == name))
-            .map(|vc| ObjectRef::from_obj(vc.as_ref()))
-            .collect::<Vec<_>>()
+        affected(&virtual_clusters, |vc| {
+            vc.spec.template.as_ref().is_some_and(|t| t.name == name)
+        })
     });
     // A policy change (its selector, bounds or defaults, or its removal) may concern any
     // VirtualCluster its old or new selector matched; the old selector is gone, so all are
     // looked at again. A reconcile with nothing to change writes nothing.
     let virtual_clusters = controller.store();
     controller = controller.watches_stream(policy_changes, move |_policy| {
-        virtual_clusters
-            .state()
-            .into_iter()
-            .map(|vc| ObjectRef::from_obj(vc.as_ref()))
-            .collect::<Vec<_>>()
+        affected(&virtual_clusters, |_| true)
     });
     // A namespace's labels decide which policy governs it.
     let virtual_clusters = controller.store();
     controller = controller.watches_stream(namespace_changes, move |ns| {
         let name = ns.name_any();
-        virtual_clusters
-            .state()
-            .into_iter()
-            .filter(|vc| vc.namespace().as_deref() == Some(name.as_str()))
-            .map(|vc| ObjectRef::from_obj(vc.as_ref()))
-            .collect::<Vec<_>>()
+        affected(&virtual_clusters, |vc| {
+            vc.namespace().as_deref() == Some(name.as_str())
+        })
     });
     for (kind, stream) in streams {
         let ar = kind.api_resource();
