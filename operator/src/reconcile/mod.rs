@@ -3,8 +3,8 @@
 //! 1. [`read`] gathers what the reconcile decides from, once, from the caches;
 //! 2. [`plan`] (pure) resolves the template and policy, validates the spec, decides the
 //!    lifecycle and the desired state;
-//! 3. [`apply`] writes the certificates, children and namespace labels, and returns a token
-//!    only it can make;
+//! 3. [`apply`] writes the certificate Secret (read there each time: keys are not cached),
+//!    children and namespace labels, and returns a token only it can make;
 //! 4. [`status`] computes the status from that token alone and writes it.
 //!
 //! On deletion [`cleanup`] removes what owner references cannot. [`controller`] wires the

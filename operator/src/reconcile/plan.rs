@@ -40,6 +40,7 @@ pub struct Plan {
     pub now: DateTime<Utc>,
     /// `(pods created, pods ready)` of the StatefulSet as read.
     pub statefulset: Option<(i32, i32)>,
+    /// The namespace as cached, whose Pod Security labels [`Plan::target`] compares.
     namespace: Option<Arc<PartialObjectMeta<Namespace>>>,
     pub step: Step,
 }
@@ -125,7 +126,7 @@ pub fn plan(
             let decision = decide::decide(&policy, &facts, now);
             match decision.desired {
                 Desired::Delete { reason, at } => Step::Delete { reason, at },
-                _ => {
+                Desired::Asleep { .. } | Desired::Awake { .. } => {
                     let asleep = matches!(decision.desired, Desired::Asleep { .. });
                     let auto_wakeup = policy.sleep.as_ref().is_some_and(|s| s.auto_wakeup);
                     let ready = observed.statefulset.map_or(0, |(_, r)| r);
