@@ -287,15 +287,21 @@ pub async fn remove(
     if stores.get(kind, Some(namespace), name).is_none() {
         return Ok(false);
     }
-    match api_for(client, kind, namespace)
+    let deleted = api_for(client, kind, namespace)
         .delete(name, &DeleteParams::background())
-        .await
-    {
-        Ok(_) => {
-            metrics.write(&format!("{kind:?}"), "delete");
-            stores.forget(&key(kind, Some(namespace), name));
-            Ok(true)
-        }
+        .await;
+    let removed = unless_gone(deleted)?;
+    if removed {
+        metrics.write(&format!("{kind:?}"), "delete");
+        stores.forget(&key(kind, Some(namespace), name));
+    }
+    Ok(removed)
+}
+
+/// Whether a delete went through: `Ok(false)` when the object was already gone (404).
+pub fn unless_gone<T>(deleted: Result<T, kube::Error>) -> Result<bool, kube::Error> {
+    match deleted {
+        Ok(_) => Ok(true),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
         Err(err) => Err(err),
     }

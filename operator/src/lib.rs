@@ -3,16 +3,17 @@
 
 pub mod certs;
 pub mod children;
+pub mod conditions;
 pub mod content;
 pub mod desired;
 pub mod drift;
+pub mod error;
 pub mod leader;
 pub mod lifecycle;
 pub mod metrics;
 pub mod policy;
 pub mod reconcile;
 pub mod settings;
-pub mod status;
 pub mod template;
 pub mod validate;
 pub mod wake;

@@ -224,12 +224,12 @@ async fn main() -> anyhow::Result<()> {
     info!(?namespaces, identity = %identity, "starting controllers");
     let settings = settings(&args, wake);
     let controllers = futures::future::join_all(namespaces.into_iter().map(|ns| {
-        reconcile::run(
+        reconcile::controller::run(
             client.clone(),
             settings.clone(),
             metrics.clone(),
             readiness.clone(),
-            reconcile::Scope {
+            reconcile::controller::Scope {
                 namespace: ns,
                 selector: args.selector.clone(),
                 concurrency: args.concurrency,

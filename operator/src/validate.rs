@@ -4,13 +4,16 @@
 
 use std::fmt;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use vnest_crds::{
     DistroKind, DurationSpec, QuantityMap, VirtualClusterSpec, patch::PodPatches, quantity_value,
     split_service_ref,
 };
 
-use crate::lifecycle::schedule::parse_cron;
+use crate::lifecycle::{
+    policy::{Policy, SleepPolicy},
+    schedule::{Cron, parse_cron},
+};
 
 /// Where the "never fires" check starts: a fixed moment, so validation is a pure function.
 const NEVER_FIRES_FROM: DateTime<Utc> = DateTime::from_timestamp_nanos(1_767_225_600_000_000_000);
@@ -46,14 +49,18 @@ impl Checker {
         });
     }
 
-    fn duration(&mut self, field: &str, value: Option<&DurationSpec>) {
-        if let Some(Err(err)) = value.map(DurationSpec::to_std) {
-            self.fail(field, err.to_string());
-        }
+    /// `value` parsed, or `None` (with the error recorded) when it is absent or cannot be.
+    fn duration(&mut self, field: &str, value: Option<&DurationSpec>) -> Option<Duration> {
+        let value = value?;
+        let parsed = value
+            .to_std()
+            .map_err(|e| e.to_string())
+            .and_then(|std| Duration::from_std(std).map_err(|e| format!("{value}: {e}")));
+        parsed.map_err(|err| self.fail(field, err)).ok()
     }
 
-    fn cron(&mut self, field: &str, value: Option<&str>) {
-        let Some(expression) = value else { return };
+    fn cron(&mut self, field: &str, value: Option<&str>) -> Option<Cron> {
+        let expression = value?;
         match parse_cron(expression) {
             Err(err) => self.fail(field, err),
             // Any date that exists fires within eight years (29 February does).
@@ -64,8 +71,9 @@ impl Checker {
             {
                 self.fail(field, format!("{expression:?} never fires (no such date)"))
             }
-            Ok(_) => {}
+            Ok(cron) => return Some(cron),
         }
+        None
     }
 
     fn quantities(&mut self, field: &str, map: &QuantityMap) {
@@ -101,9 +109,9 @@ pub fn validate_name(name: &str) -> Result<(), Vec<FieldError>> {
     }
 }
 
-/// Every problem with `spec` of a VirtualCluster in `namespace`, or `Ok` when the operator
-/// can apply it.
-pub fn validate(spec: &VirtualClusterSpec, namespace: &str) -> Result<(), Vec<FieldError>> {
+/// Every problem with `spec` of a VirtualCluster in `namespace`, or, when the operator can
+/// apply it, its lifecycle fields parsed.
+pub fn validate(spec: &VirtualClusterSpec, namespace: &str) -> Result<Policy, Vec<FieldError>> {
     let mut c = Checker { errors: Vec::new() };
 
     let distro = &spec.control_plane.distro;
@@ -196,28 +204,23 @@ pub fn validate(spec: &VirtualClusterSpec, namespace: &str) -> Result<(), Vec<Fi
         &limits.persistent_volume_claim_max,
     );
 
-    if let Some(sleep) = &spec.sleep_mode {
-        c.duration(
+    let sleep = spec.sleep_mode.as_ref().map(|sleep| {
+        let after_inactivity = c.duration(
             "spec.sleepMode.afterInactivity",
             sleep.after_inactivity.as_ref(),
         );
-        c.cron(
+        let sleep_schedule = c.cron(
             "spec.sleepMode.sleepSchedule",
             sleep.sleep_schedule.as_deref(),
         );
-        c.cron(
+        let wake_schedule = c.cron(
             "spec.sleepMode.wakeSchedule",
             sleep.wake_schedule.as_deref(),
         );
-        if let Err(err) = parse_timezone(&sleep.timezone) {
-            c.fail("spec.sleepMode.timezone", err);
-        }
-        if sleep
-            .after_inactivity
-            .as_ref()
-            .and_then(|d| d.to_std().ok())
-            .is_some_and(|d| d.is_zero())
-        {
+        let timezone = parse_timezone(&sleep.timezone)
+            .map_err(|err| c.fail("spec.sleepMode.timezone", err))
+            .unwrap_or(chrono_tz::Tz::UTC);
+        if after_inactivity.is_some_and(|d| d.is_zero()) {
             c.fail(
                 "spec.sleepMode.afterInactivity",
                 "0 would sleep at once and forever; use paused: true for that",
@@ -237,20 +240,31 @@ pub fn validate(spec: &VirtualClusterSpec, namespace: &str) -> Result<(), Vec<Fi
                 "with autoWakeup false and no wakeSchedule the virtual cluster would never wake; set a wakeSchedule or autoWakeup: true",
             );
         }
-    }
-    if let Some(delete) = &spec.auto_delete {
-        c.duration(
-            "spec.autoDelete.afterInactivity",
-            delete.after_inactivity.as_ref(),
-        );
-        c.duration(
-            "spec.autoDelete.afterCreation",
-            delete.after_creation.as_ref(),
-        );
-    }
+        SleepPolicy {
+            after_inactivity,
+            sleep_schedule,
+            wake_schedule,
+            timezone,
+            auto_wakeup: sleep.auto_wakeup,
+        }
+    });
+    let delete = spec.auto_delete.as_ref();
+    let delete_after_inactivity = c.duration(
+        "spec.autoDelete.afterInactivity",
+        delete.and_then(|d| d.after_inactivity.as_ref()),
+    );
+    let delete_after_creation = c.duration(
+        "spec.autoDelete.afterCreation",
+        delete.and_then(|d| d.after_creation.as_ref()),
+    );
 
     if c.errors.is_empty() {
-        Ok(())
+        Ok(Policy {
+            paused: spec.paused,
+            sleep,
+            delete_after_creation,
+            delete_after_inactivity,
+        })
     } else {
         Err(c.errors)
     }
@@ -346,7 +360,7 @@ mod tests {
             let doc: serde_yaml::Value =
                 serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
             let spec: VirtualClusterSpec = serde_yaml::from_value(doc["spec"].clone()).unwrap();
-            assert_eq!(validate(&spec, "team-alpha"), Ok(()), "{file}");
+            assert!(validate(&spec, "team-alpha").is_ok(), "{file}");
         }
     }
 

@@ -173,22 +173,53 @@ fn k3s(input: &Input, config: &DistroConfig, store: StoreKind) -> ControlPlane {
     if store == StoreKind::Etcd {
         args.push("--cluster-init".to_string());
     }
+    let binary = Binary {
+        default_image: &input.settings.images.k3s,
+        command: "/bin/k3s",
+        reads_config: false,
+        scratch: ("etc-rancher", "/etc/rancher"),
+    };
+    single_binary(input, config, binary, args)
+}
+
+/// A distro that is one binary: its image unless the spec names one, the command, whether
+/// it reads the config Secret, and the emptyDir (name, path) it writes scratch files to.
+struct Binary<'a> {
+    default_image: &'a str,
+    command: &'a str,
+    reads_config: bool,
+    scratch: (&'a str, &'a str),
+}
+
+/// The `control-plane` container of a distro that is one binary: `args`, then the spec's
+/// extra ones; the data claim, the certificates and `/tmp` mounted beside its own volumes.
+fn single_binary(
+    input: &Input,
+    config: &DistroConfig,
+    binary: Binary,
+    mut args: Vec<String>,
+) -> ControlPlane {
     args.extend(config.extra_args.iter().cloned());
+    let (scratch, scratch_path) = binary.scratch;
+    let mut mounts = vec![mount("data", DATA_DIR)];
+    if binary.reads_config {
+        mounts.push(read_only("config", CONFIG_DIR));
+    }
+    mounts.extend([
+        read_only("certs", CERTS_DIR),
+        mount(scratch, scratch_path),
+        mount("tmp", TMP_DIR),
+    ]);
     ControlPlane {
         containers: vec![json!({
             "name": "control-plane",
-            "image": image(config, &input.settings.images.k3s),
-            "command": ["/bin/k3s"],
+            "image": image(config, binary.default_image),
+            "command": [binary.command],
             "args": args,
             "resources": control_plane_resources(input),
-            "volumeMounts": [
-                mount("data", DATA_DIR),
-                read_only("certs", CERTS_DIR),
-                mount("etc-rancher", "/etc/rancher"),
-                mount("tmp", TMP_DIR),
-            ],
+            "volumeMounts": mounts,
         })],
-        volumes: vec![empty_dir("etc-rancher")],
+        volumes: vec![empty_dir(scratch)],
     }
 }
 
@@ -226,31 +257,20 @@ fn k0s_config(input: &Input) -> String {
 }
 
 fn k0s(input: &Input, config: &DistroConfig) -> ControlPlane {
-    let mut args = vec![
+    let args = vec![
         "controller".to_string(),
         format!("--config={CONFIG_DIR}/{K0S_CONFIG_KEY}"),
         format!("--data-dir={DATA_DIR}/k0s"),
         "--disable-components=konnectivity-server,kube-scheduler,csr-approver,kube-proxy,coredns,network-provider,helm,metrics-server,worker-config".to_string(),
         "--status-socket=/run/k0s/status.sock".to_string(),
     ];
-    args.extend(config.extra_args.iter().cloned());
-    ControlPlane {
-        containers: vec![json!({
-            "name": "control-plane",
-            "image": image(config, &input.settings.images.k0s),
-            "command": ["k0s"],
-            "args": args,
-            "resources": control_plane_resources(input),
-            "volumeMounts": [
-                mount("data", DATA_DIR),
-                read_only("config", CONFIG_DIR),
-                read_only("certs", CERTS_DIR),
-                mount("run-k0s", "/run/k0s"),
-                mount("tmp", TMP_DIR),
-            ],
-        })],
-        volumes: vec![empty_dir("run-k0s")],
-    }
+    let binary = Binary {
+        default_image: &input.settings.images.k0s,
+        command: "k0s",
+        reads_config: true,
+        scratch: ("run-k0s", "/run/k0s"),
+    };
+    single_binary(input, config, binary, args)
 }
 
 /// The admin kubeconfig of distro k8s. It holds no secret: it names the mounted PKI files

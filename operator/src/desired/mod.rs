@@ -7,6 +7,7 @@ mod network;
 mod policies;
 mod rbac;
 mod secrets;
+mod security;
 mod workload;
 
 /// The control plane's data claim size when the spec sets none.
@@ -310,6 +311,19 @@ pub(crate) mod test_support {
     pub fn spec_from_yaml(yaml: &str) -> VirtualClusterSpec {
         serde_yaml::from_str(yaml).unwrap()
     }
+
+    /// The control plane StatefulSet of the spec `yaml`.
+    pub fn sts(yaml: &str) -> serde_json::Value {
+        let spec = spec_from_yaml(yaml);
+        let i = input(&spec);
+        workload::statefulset(&i, &i.names()).object
+    }
+
+    /// A spec per distribution and backing store beside the default (k3s on SQLite).
+    pub const K8S: &str = "controlPlane: {distro: {k8s: {enabled: true}}}";
+    pub const K8S_ETCD: &str = "controlPlane: {distro: {k8s: {enabled: true}}, backingStore: {etcd: {embedded: {enabled: true}}}}";
+    pub const K3S_ETCD: &str = "controlPlane: {backingStore: {etcd: {embedded: {enabled: true}}}}";
+    pub const K0S: &str = "controlPlane: {distro: {k0s: {enabled: true}}}";
 
     pub fn find<'a>(state: &'a DesiredState, kind: ChildKind, name: &str) -> Option<&'a Child> {
         state

@@ -95,36 +95,32 @@ pub fn role_rules(input: &Input) -> Vec<PolicyRule> {
     }
     // replicateServices.toHost makes host Services too.
     let replicas = !input.spec.networking.replicate_services.to_host.is_empty();
-    let core: Vec<&str> = [
-        (to_host.services.enabled || replicas, "services"),
-        (to_host.endpoints.enabled, "endpoints"),
-        (to_host.configmaps.enabled, "configmaps"),
-        (to_host.secrets.enabled, "secrets"),
-        (
-            to_host.persistentvolumeclaims.enabled,
-            "persistentvolumeclaims",
-        ),
-        (to_host.serviceaccounts.enabled, "serviceaccounts"),
-    ]
-    .into_iter()
-    .filter_map(|(on, r)| on.then_some(r))
-    .collect();
-    if !core.is_empty() {
-        rules.push(rule("", &core, WRITE));
-    }
+    rules.extend(rule_if_any(
+        "",
+        &[
+            (to_host.services.enabled || replicas, "services"),
+            (to_host.endpoints.enabled, "endpoints"),
+            (to_host.configmaps.enabled, "configmaps"),
+            (to_host.secrets.enabled, "secrets"),
+            (
+                to_host.persistentvolumeclaims.enabled,
+                "persistentvolumeclaims",
+            ),
+            (to_host.serviceaccounts.enabled, "serviceaccounts"),
+        ],
+        WRITE,
+    ));
     if to_host.endpoints.enabled {
         rules.push(rule("discovery.k8s.io", &["endpointslices"], WRITE));
     }
-    let networking: Vec<&str> = [
-        (to_host.ingresses.enabled, "ingresses"),
-        (to_host.networkpolicies.enabled, "networkpolicies"),
-    ]
-    .into_iter()
-    .filter_map(|(on, r)| on.then_some(r))
-    .collect();
-    if !networking.is_empty() {
-        rules.push(rule("networking.k8s.io", &networking, WRITE));
-    }
+    rules.extend(rule_if_any(
+        "networking.k8s.io",
+        &[
+            (to_host.ingresses.enabled, "ingresses"),
+            (to_host.networkpolicies.enabled, "networkpolicies"),
+        ],
+        WRITE,
+    ));
     if to_host.poddisruptionbudgets.enabled {
         rules.push(rule("policy", &["poddisruptionbudgets"], WRITE));
     }
@@ -137,37 +133,42 @@ pub fn role_rules(input: &Input) -> Vec<PolicyRule> {
     rules
 }
 
+/// A rule for those of `resources` that are switched on; `None` when none is.
+fn rule_if_any(group: &str, resources: &[(bool, &str)], verbs: &[&str]) -> Option<PolicyRule> {
+    let on: Vec<&str> = resources
+        .iter()
+        .filter_map(|(on, r)| on.then_some(*r))
+        .collect();
+    (!on.is_empty()).then(|| rule(group, &on, verbs))
+}
+
 /// Cluster-wide rules, or none when nothing needs them.
 pub fn cluster_role_rules(input: &Input) -> Vec<PolicyRule> {
     let from_host = &input.spec.sync.from_host;
     let to_host = &input.spec.sync.to_host;
     let mut rules = Vec::new();
-    let core: Vec<&str> = [
-        (from_host.nodes.enabled, "nodes"),
-        // The volumes synced claims bind to are shown in the virtual cluster.
-        (to_host.persistentvolumeclaims.enabled, "persistentvolumes"),
-    ]
-    .into_iter()
-    .filter_map(|(on, r)| on.then_some(r))
-    .collect();
-    if !core.is_empty() {
-        rules.push(rule("", &core, READ));
-    }
-    let storage: Vec<&str> = [
-        (from_host.storage_classes.enabled, "storageclasses"),
-        (from_host.csi_drivers.enabled, "csidrivers"),
-        (from_host.csi_nodes.enabled, "csinodes"),
-        (
-            from_host.csi_storage_capacities.enabled,
-            "csistoragecapacities",
-        ),
-    ]
-    .into_iter()
-    .filter_map(|(on, r)| on.then_some(r))
-    .collect();
-    if !storage.is_empty() {
-        rules.push(rule("storage.k8s.io", &storage, READ));
-    }
+    rules.extend(rule_if_any(
+        "",
+        &[
+            (from_host.nodes.enabled, "nodes"),
+            // The volumes synced claims bind to are shown in the virtual cluster.
+            (to_host.persistentvolumeclaims.enabled, "persistentvolumes"),
+        ],
+        READ,
+    ));
+    rules.extend(rule_if_any(
+        "storage.k8s.io",
+        &[
+            (from_host.storage_classes.enabled, "storageclasses"),
+            (from_host.csi_drivers.enabled, "csidrivers"),
+            (from_host.csi_nodes.enabled, "csinodes"),
+            (
+                from_host.csi_storage_capacities.enabled,
+                "csistoragecapacities",
+            ),
+        ],
+        READ,
+    ));
     // replicateServices.fromHost reads exactly the named host Services, wherever they are
     // (the syncer lists and watches them with a metadata.name field selector).
     let mut replicated: Vec<String> = input

@@ -14,122 +14,12 @@
 //! - transitions missed while the operator was away are replayed at their own moments, so
 //!   coming back at noon after a night's sleep/wake finds the cluster awake.
 
-use chrono::{DateTime, Duration, Utc};
-use chrono_tz::Tz;
-use vnest_crds::VirtualClusterSpec;
+use chrono::{DateTime, Utc};
 
-use super::schedule::{Cron, parse_cron};
-
-/// The lifecycle fields of a spec, parsed.
-#[derive(Clone, Debug)]
-pub struct Policy {
-    pub paused: bool,
-    /// `None` when `spec.sleepMode` is absent: the cluster never sleeps unless paused.
-    pub sleep: Option<SleepPolicy>,
-    pub delete_after_creation: Option<Duration>,
-    pub delete_after_inactivity: Option<Duration>,
-}
-
-#[derive(Clone, Debug)]
-pub struct SleepPolicy {
-    pub after_inactivity: Option<Duration>,
-    pub sleep_schedule: Option<Cron>,
-    pub wake_schedule: Option<Cron>,
-    pub timezone: Tz,
-    pub auto_wakeup: bool,
-}
-
-fn duration(d: Option<&vnest_crds::DurationSpec>) -> Result<Option<Duration>, String> {
-    d.map(|d| {
-        let std = d.to_std().map_err(|e| e.to_string())?;
-        Duration::from_std(std).map_err(|e| format!("{d}: {e}"))
-    })
-    .transpose()
-}
-
-impl Policy {
-    /// Parses the spec's lifecycle fields; `validate` reports the same errors by field.
-    pub fn from_spec(spec: &VirtualClusterSpec) -> Result<Policy, String> {
-        let sleep = spec
-            .sleep_mode
-            .as_ref()
-            .map(|s| -> Result<SleepPolicy, String> {
-                Ok(SleepPolicy {
-                    after_inactivity: duration(s.after_inactivity.as_ref())?,
-                    sleep_schedule: s.sleep_schedule.as_deref().map(parse_cron).transpose()?,
-                    wake_schedule: s.wake_schedule.as_deref().map(parse_cron).transpose()?,
-                    timezone: crate::validate::parse_timezone(&s.timezone)?,
-                    auto_wakeup: s.auto_wakeup,
-                })
-            })
-            .transpose()?;
-        let delete = spec.auto_delete.as_ref();
-        Ok(Policy {
-            paused: spec.paused,
-            sleep,
-            delete_after_creation: duration(delete.and_then(|d| d.after_creation.as_ref()))?,
-            delete_after_inactivity: duration(delete.and_then(|d| d.after_inactivity.as_ref()))?,
-        })
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SleepReason {
-    Paused,
-    Schedule,
-    Inactivity,
-}
-
-impl SleepReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SleepReason::Paused => "Paused",
-            SleepReason::Schedule => "Schedule",
-            SleepReason::Inactivity => "Inactivity",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        [Self::Paused, Self::Schedule, Self::Inactivity]
-            .into_iter()
-            .find(|r| r.as_str() == text)
-    }
-}
-
-/// What ended a sleep.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WakeReason {
-    Schedule,
-    Request,
-    Resumed,
-    SleepModeRemoved,
-}
-
-impl WakeReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WakeReason::Schedule => "Schedule",
-            WakeReason::Request => "Request",
-            WakeReason::Resumed => "Resumed",
-            WakeReason::SleepModeRemoved => "SleepModeRemoved",
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DeleteReason {
-    AfterCreation,
-    AfterInactivity,
-}
-
-impl DeleteReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeleteReason::AfterCreation => "AfterCreation",
-            DeleteReason::AfterInactivity => "AfterInactivity",
-        }
-    }
-}
+use super::{
+    policy::Policy,
+    reason::{DeleteReason, SleepReason, WakeReason},
+};
 
 /// Awake or asleep, and since when.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -336,8 +226,8 @@ mod tests {
     }
 
     fn policy(yaml: &str) -> Policy {
-        let spec: VirtualClusterSpec = serde_yaml::from_str(yaml).unwrap();
-        Policy::from_spec(&spec).unwrap()
+        let spec: vnest_crds::VirtualClusterSpec = serde_yaml::from_str(yaml).unwrap();
+        crate::validate::validate(&spec, "team-alpha").unwrap()
     }
 
     const CREATED: &str = "2026-12-01T06:00:00Z";

@@ -8,7 +8,7 @@ use kube::{
 };
 use vnest_crds::{VirtualCluster, meta};
 
-use crate::metrics::Metrics;
+use crate::{children::unless_gone, metrics::Metrics};
 
 /// Deletes the tenant's workload pods the syncer made on the host (label
 /// `vcluster.loft.sh/managed-by=<name>`); PVCs, Services and Secrets stay, and the syncer
@@ -60,12 +60,8 @@ pub async fn delete_virtual_cluster(
         }),
         ..DeleteParams::background()
     };
-    match api.delete(&vc.name_any(), &params).await {
-        Ok(_) => {
-            metrics.write("VirtualCluster", "delete");
-            Ok(())
-        }
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(err) => Err(err),
+    if unless_gone(api.delete(&vc.name_any(), &params).await)? {
+        metrics.write("VirtualCluster", "delete");
     }
+    Ok(())
 }

@@ -9,8 +9,11 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use vnest_crds::VirtualCluster;
 
-use super::decide::{Facts, SleepReason, State};
-use crate::status::SLEEPING;
+use super::{
+    decide::{Facts, State},
+    reason::SleepReason,
+};
+use crate::conditions::{self, SLEEPING};
 
 pub fn to_utc(t: Timestamp) -> DateTime<Utc> {
     DateTime::from_timestamp(t.as_second(), 0).unwrap_or_default()
@@ -41,7 +44,7 @@ pub fn facts(vc: &VirtualCluster, lease_activity: Option<Timestamp>) -> Facts {
                 .map(|t| t.0)
         })
         .map(to_utc);
-    let sleeping = status.and_then(|s| s.conditions.iter().find(|c| c.type_ == SLEEPING));
+    let sleeping = conditions::find(status, SLEEPING);
     let previous = match sleeping {
         Some(c) if c.status == "True" => {
             let since = status.and_then(|s| s.sleeping_since.as_ref());

@@ -106,12 +106,6 @@ fn level(pss: PodSecurityStandard) -> u8 {
     }
 }
 
-/// A `sync.*.customResources` key without its version: `flunders.wardle.example.com/v1` →
-/// `flunders.wardle.example.com`.
-fn resource_key(key: &str) -> &str {
-    key.split_once('/').map_or(key, |(k, _)| k)
-}
-
 fn rule_text(rule: &PolicyRule) -> String {
     serde_json::to_string(rule).unwrap_or_default()
 }
@@ -289,7 +283,9 @@ pub fn check(policy: &VirtualClusterPolicy, spec: &VirtualClusterSpec) -> Vec<Fi
         }
     }
 
-    check_sync(&mut c, spec);
+    for refusal in super::sync::refused(spec, &bounds.sync) {
+        c.fail(refusal.field, refusal.what, &refusal.fix);
+    }
 
     let lifecycle = &bounds.lifecycle;
     if let Some(max) = &lifecycle.max_after_creation {
@@ -317,118 +313,6 @@ pub fn check(policy: &VirtualClusterPolicy, spec: &VirtualClusterSpec) -> Vec<Fi
         );
     }
     c.errors
-}
-
-/// Enabled sync resources the policy does not list.
-fn check_sync(c: &mut Checker, spec: &VirtualClusterSpec) {
-    let (to, from) = (&spec.sync.to_host, &spec.sync.from_host);
-    if let Some(allowed) = &c.bounds.sync.to_host {
-        let enabled = serde_json::to_value(to).unwrap_or_default();
-        let kinds: Vec<String> = allowed
-            .kinds
-            .iter()
-            .filter_map(|k| serde_json::to_value(k).ok()?.as_str().map(String::from))
-            .collect();
-        disallowed_kinds(c, "spec.sync.toHost", &enabled, &kinds, "sync.toHost.kinds");
-        let crds: Vec<&str> = to
-            .custom_resources
-            .iter()
-            .filter(|(_, s)| s.enabled)
-            .map(|(k, _)| k.as_str())
-            .collect();
-        let allowed_crds = allowed.custom_resources.clone();
-        disallowed_custom(
-            c,
-            "spec.sync.toHost.customResources",
-            &crds,
-            &allowed_crds,
-            "sync.toHost.customResources",
-        );
-    }
-    if let Some(allowed) = &c.bounds.sync.from_host {
-        let enabled = serde_json::to_value(from).unwrap_or_default();
-        let kinds: Vec<String> = allowed
-            .kinds
-            .iter()
-            .filter_map(|k| serde_json::to_value(k).ok()?.as_str().map(String::from))
-            .collect();
-        disallowed_kinds(
-            c,
-            "spec.sync.fromHost",
-            &enabled,
-            &kinds,
-            "sync.fromHost.kinds",
-        );
-        let crds: Vec<&str> = from
-            .custom_resources
-            .iter()
-            .filter(|(_, s)| s.enabled)
-            .map(|(k, _)| k.as_str())
-            .collect();
-        let allowed_crds = allowed.custom_resources.clone();
-        disallowed_custom(
-            c,
-            "spec.sync.fromHost.customResources",
-            &crds,
-            &allowed_crds,
-            "sync.fromHost.customResources",
-        );
-    }
-}
-
-/// Fields of a `toHost`/`fromHost` object (as JSON) that are enabled and not in `allowed`.
-fn disallowed_kinds(
-    c: &mut Checker,
-    field: &str,
-    direction: &serde_json::Value,
-    allowed: &[String],
-    policy_field: &str,
-) {
-    let Some(fields) = direction.as_object() else {
-        return;
-    };
-    for (kind, value) in fields {
-        let on = value.get("enabled").and_then(serde_json::Value::as_bool) == Some(true);
-        if kind != "customResources" && on && !allowed.contains(kind) {
-            c.fail(
-                format!("{field}.{kind}.enabled"),
-                "true (enabled, perhaps by default)",
-                &format!(
-                    "set it to false; {policy_field} allows only: {}",
-                    if allowed.is_empty() {
-                        "none".to_string()
-                    } else {
-                        allowed.join(", ")
-                    }
-                ),
-            );
-        }
-    }
-}
-
-fn disallowed_custom(
-    c: &mut Checker,
-    field: &str,
-    enabled: &[&str],
-    allowed: &[String],
-    policy_field: &str,
-) {
-    for key in enabled {
-        if !allowed.iter().any(|a| a == resource_key(key)) {
-            c.fail(
-                format!("{field}[{key}]"),
-                "is not an allowed custom resource",
-                &format!(
-                    "remove it or disable it; {policy_field} allows only: {}",
-                    if allowed.is_empty() {
-                        "none".to_string()
-                    } else {
-                        allowed.join(", ")
-                    }
-                ),
-            );
-        }
-    }
 }
 
 #[cfg(test)]

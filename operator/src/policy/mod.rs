@@ -5,6 +5,7 @@
 mod check;
 mod rules;
 mod selector;
+mod sync;
 
 use std::{borrow::Borrow, collections::BTreeMap};
 

@@ -22,7 +22,13 @@ use tracing::{debug, info, warn};
 use vnest_crds::{VirtualCluster, activity, meta::ChildNames};
 
 use super::{Answer, response, should_renew, target};
-use crate::{certs::Certs, lifecycle::facts, metrics::Metrics, status::SLEEPING};
+use crate::{
+    certs::Certs,
+    conditions::{self, SLEEPING},
+    error::{ApiError, Request},
+    lifecycle::facts,
+    metrics::Metrics,
+};
 
 /// Field manager of the Lease renewals a wake connection makes.
 pub const FIELD_MANAGER: &str = "vnest-operator/wake";
@@ -82,64 +88,107 @@ pub async fn serve(listener: TcpListener, wake: Wake) {
     }
 }
 
-/// The rustls config serving the cluster's own certificate from `<name>-certs`.
-fn server_config(certs: &Certs) -> Result<ServerConfig, String> {
+/// Why a connection was refused (logged, and counted as `Refused`).
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    #[error("failed to read the TLS ClientHello: {0}")]
+    ClientHello(#[source] std::io::Error),
+    #[error("failed to route the connection: no TLS server name (SNI)")]
+    NoServerName,
+    #[error("failed to route the connection: server name {0} names no watched virtual cluster")]
+    UnknownServerName(String),
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error("failed to wake VirtualCluster {0}: it does not exist")]
+    NoVirtualCluster(String),
+    #[error("failed to wake VirtualCluster {0}: it has no sleepMode.autoWakeup")]
+    NoAutoWakeup(String),
+    #[error("failed to serve the certificate of Secret {secret}: {source}")]
+    Certificate {
+        secret: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("failed to complete the TLS handshake for {server_name}: {source}")]
+    Handshake {
+        server_name: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The rustls config serving the cluster's own certificate from `secret`.
+fn server_config(secret: &str, certs: &Certs) -> Result<ServerConfig, Refused> {
+    let invalid = |source: Box<dyn std::error::Error + Send + Sync>| Refused::Certificate {
+        secret: secret.to_string(),
+        source,
+    };
     let chain = CertificateDer::pem_slice_iter(certs.server_cert.as_bytes())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("serving certificate: {e}"))?;
+        .map_err(|e| invalid(e.into()))?;
     let key = PrivateKeyDer::from_pem_slice(certs.server_key.as_bytes())
-        .map_err(|e| format!("serving key: {e}"))?;
+        .map_err(|e| invalid(e.into()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .map_err(|e| invalid(e.into()))?
         .with_no_client_auth()
         .with_single_cert(chain, key)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| invalid(e.into()))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
 }
 
-async fn handle(stream: TcpStream, wake: &Wake) -> Result<Answer, String> {
+async fn handle(stream: TcpStream, wake: &Wake) -> Result<Answer, Refused> {
     let start = LazyConfigAcceptor::new(Acceptor::default(), stream)
         .await
-        .map_err(|e| format!("TLS ClientHello: {e}"))?;
+        .map_err(Refused::ClientHello)?;
     let server_name = start
         .client_hello()
         .server_name()
-        .ok_or("no TLS server name (SNI)")?
+        .ok_or(Refused::NoServerName)?
         .to_string();
     let (namespace, name) = target(&server_name, &wake.cluster_domain, &wake.namespaces)
-        .ok_or_else(|| format!("server name {server_name} names no watched virtual cluster"))?;
-    let kube_err = |what: &str, e: kube::Error| format!("{what} {namespace}/{name}: {e}");
+        .ok_or_else(|| Refused::UnknownServerName(server_name.clone()))?;
+    let cluster = format!("{namespace}/{name}");
     let vc = Api::<VirtualCluster>::namespaced(wake.client.clone(), &namespace)
         .get_opt(&name)
         .await
-        .map_err(|e| kube_err("reading VirtualCluster", e))?
-        .ok_or_else(|| format!("no VirtualCluster {namespace}/{name}"))?;
+        .request("read", || format!("VirtualCluster {cluster}"))?
+        .ok_or_else(|| Refused::NoVirtualCluster(cluster.clone()))?;
     // Only clusters that asked for it: a connection must not count as activity for others.
     if !vc.spec.sleep_mode.as_ref().is_some_and(|s| s.auto_wakeup) {
-        return Err(format!("{namespace}/{name} has no sleepMode.autoWakeup"));
+        return Err(Refused::NoAutoWakeup(cluster));
     }
     let secret_name = ChildNames::new(&namespace, &name, None).certs_secret;
     let secret = Api::<Secret>::namespaced(wake.client.clone(), &namespace)
         .get(&secret_name)
         .await
-        .map_err(|e| kube_err("reading Secret", e))?;
-    let certs = Certs::from_secret_data(&secret_name, &secret.data.unwrap_or_default())
-        .map_err(|e| e.to_string())?;
-    let config = server_config(&certs)?;
+        .request("read", || format!("Secret {namespace}/{secret_name}"))?;
+    let certs =
+        Certs::from_secret_data(&secret_name, &secret.data.unwrap_or_default()).map_err(|e| {
+            Refused::Certificate {
+                secret: secret_name.clone(),
+                source: e.into(),
+            }
+        })?;
+    let config = server_config(&secret_name, &certs)?;
     let mut tls = start
         .into_stream(Arc::new(config))
         .await
-        .map_err(|e| format!("TLS handshake for {server_name}: {e}"))?;
+        .map_err(|source| Refused::Handshake {
+            server_name: server_name.clone(),
+            source,
+        })?;
     read_request_head(&mut tls).await;
     let answer = if vc.spec.paused {
         Answer::Paused
     } else {
         request_wake(wake, &vc, &namespace, &name)
             .await
-            .map_err(|e| kube_err("renewing the activity Lease of", e))?;
+            .request("renew", || {
+                format!("the activity Lease of VirtualCluster {cluster}")
+            })?;
         Answer::Waking
     };
     // The client may already be gone; nothing to do about it.
@@ -179,10 +228,7 @@ async fn request_wake(
             chrono::DateTime::from_timestamp(t.as_second(), t.subsec_nanosecond().unsigned_abs())
                 .unwrap_or_default()
         });
-    let asleep_since = vc
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == SLEEPING))
+    let asleep_since = conditions::find(vc.status.as_ref(), SLEEPING)
         .filter(|c| c.status == "True")
         .map(|c| facts::to_utc(c.last_transition_time.0));
     let now = chrono::Utc::now();
@@ -254,7 +300,7 @@ mod tests {
             Some(("team-a".to_string(), "dev".to_string()))
         );
 
-        let config = Arc::new(server_config(&certs).unwrap());
+        let config = Arc::new(server_config("vc-certs", &certs).unwrap());
         let mut server = accepted
             .into_connection(config)
             .map_err(|(e, _)| e)

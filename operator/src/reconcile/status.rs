@@ -1,21 +1,129 @@
-//! The status the operator reports: phase, conditions and what it applied, computed from what
-//! it observed. Pure, so every transition is unit-tested.
+//! Step four, the one place status is computed: phase, conditions and what was applied,
+//! from what the writes left ([`Written`]) or, on deletion, `Terminating`. The computation
+//! is pure, so every transition is unit-tested; the status is written only when it changed.
+
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use vnest_crds::{Phase, VirtualClusterStatus};
+use kube::{
+    Api, Resource, ResourceExt,
+    api::{Patch, PatchParams},
+    runtime::{controller::Action, reflector::ObjectRef},
+};
+use serde_json::json;
+use vnest_crds::{Phase, VirtualCluster, VirtualClusterStatus};
 
-use crate::lifecycle::{
-    decide::{Decision, Desired, SleepReason},
-    facts::to_time,
+use super::{
+    apply::Written,
+    context::Context,
+    error::Error,
+    plan::{Plan, Step},
+};
+use crate::{
+    children::FIELD_MANAGER,
+    conditions::{self, CONTROL_PLANE_READY, READY, SLEEPING, SPEC_VALID},
+    error::{ApiError, Request},
+    lifecycle::{
+        decide::{Decision, Desired},
+        facts::{self, to_time},
+        reason::SleepReason,
+    },
 };
 
-pub const READY: &str = "Ready";
-pub const CONTROL_PLANE_READY: &str = "ControlPlaneReady";
-pub const SPEC_VALID: &str = "SpecValid";
-/// True while scaled to zero, with the reason (`Paused`, `Schedule`, `Inactivity`); its
-/// transition time is when the operator enacted the change.
-pub const SLEEPING: &str = "Sleeping";
+/// Reports `plan` as `written` left it, and when to look again. Fails with the apply error,
+/// for the error policy to retry with backoff.
+pub async fn report(ctx: &Context, plan: &Plan, written: Written) -> Result<Action, Error> {
+    let vc = &plan.vc;
+    let enact = match &plan.step {
+        Step::Enact(enact) => Some(enact),
+        _ => None,
+    };
+    let observed = Observed {
+        generation: vc.metadata.generation,
+        deleting: false,
+        spec_error: match &plan.step {
+            Step::Invalid(message) => Some(message.clone()),
+            _ => None,
+        },
+        apply_error: written.error.as_ref().map(ToString::to_string),
+        statefulset: written.statefulset,
+        distro: vc
+            .spec
+            .control_plane
+            .distro
+            .selected()
+            .0
+            .as_str()
+            .to_string(),
+        endpoint: written.endpoint,
+        kubeconfig_secret: plan.names.kubeconfig_secret.clone(),
+        lifecycle: written.lifecycle,
+        last_activity: enact.and_then(|e| e.last_activity),
+        policy: plan.policy.clone(),
+    };
+    let mut status = compute(vc.status.as_ref(), &observed, to_time(plan.now));
+    if let Some(template) = &plan.template {
+        status.template = template.clone();
+    }
+    ctx.record_phase(ObjectRef::from_obj(vc), Some(&status));
+    write(ctx, vc, status).await?;
+    match (written.error, enact) {
+        (Some(err), _) => Err(err.into()),
+        (None, Some(enact)) => Ok(Action::requeue(requeue_after(
+            enact.decision.recheck_at(),
+            plan.now,
+        ))),
+        (None, None) => Ok(Action::await_change()),
+    }
+}
+
+/// Marks `vc` `Terminating`, keeping only its `Ready` condition.
+pub async fn report_terminating(ctx: &Context, vc: &VirtualCluster) -> Result<(), ApiError> {
+    if vc.status.as_ref().and_then(|s| s.phase) == Some(Phase::Terminating) {
+        return Ok(());
+    }
+    let observed = Observed {
+        generation: vc.metadata.generation,
+        deleting: true,
+        ..Default::default()
+    };
+    let mut terminating = compute(vc.status.as_ref(), &observed, to_time(facts::now()));
+    terminating.conditions.retain(|c| c.type_ == READY);
+    write(ctx, vc, terminating).await
+}
+
+async fn write(
+    ctx: &Context,
+    vc: &VirtualCluster,
+    status: VirtualClusterStatus,
+) -> Result<(), ApiError> {
+    if vc.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let name = vc.name_any();
+    let api: Api<VirtualCluster> =
+        Api::namespaced(ctx.client.clone(), &vc.namespace().unwrap_or_default());
+    let body = json!({ "apiVersion": VirtualCluster::api_version(&()), "kind": VirtualCluster::kind(&()), "status": status });
+    api.patch_status(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&body),
+    )
+    .await
+    .request("write the status of", || format!("VirtualCluster {name}"))?;
+    ctx.metrics.write("VirtualCluster", "status");
+    Ok(())
+}
+
+/// Until the next lifecycle moment or the periodic resync, whichever comes first. `now` is
+/// truncated to the second, so this never wakes before the moment.
+fn requeue_after(moment: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Duration {
+    let resync = Duration::from_secs(600);
+    moment
+        .and_then(|m| (m - now).to_std().ok())
+        .map_or(resync, |d| d.min(resync))
+}
 
 /// What one reconcile found.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -210,10 +318,7 @@ pub fn compute(
         .map(|p| p.conditions.as_slice())
         .unwrap_or_default();
     let sleeping = match (observed.lifecycle, asleep) {
-        (None, _) => previous_conditions
-            .iter()
-            .find(|c| c.type_ == SLEEPING)
-            .cloned(),
+        (None, _) => conditions::find(previous, SLEEPING).cloned(),
         (Some(_), Some((reason, since))) => Some(condition(
             SLEEPING,
             true,
@@ -256,7 +361,6 @@ pub fn compute(
 
 #[cfg(test)]
 mod tests {
-    use crate::lifecycle::decide::{Decision, Desired, SleepReason};
     use k8s_openapi::jiff::Timestamp;
 
     use super::*;
@@ -278,6 +382,21 @@ mod tests {
 
     fn cond<'a>(status: &'a VirtualClusterStatus, type_: &str) -> &'a Condition {
         status.conditions.iter().find(|c| c.type_ == type_).unwrap()
+    }
+
+    #[test]
+    fn requeue_is_at_the_next_moment_within_the_resync() {
+        let now: DateTime<Utc> = "2026-12-01T10:00:00Z".parse().unwrap();
+        let at = |s: &str| Some(s.parse().unwrap());
+        assert_eq!(
+            requeue_after(at("2026-12-01T10:00:07Z"), now),
+            Duration::from_secs(7)
+        );
+        assert_eq!(
+            requeue_after(at("2026-12-02T10:00:00Z"), now),
+            Duration::from_secs(600)
+        );
+        assert_eq!(requeue_after(None, now), Duration::from_secs(600));
     }
 
     #[test]
