@@ -15,6 +15,7 @@ bash tests/testbed/build.sh >/dev/null
 bash tests/testbed/build-node.sh >/dev/null
 bash tests/testbed/build-addons.sh >/dev/null
 bash tests/testbed/build-lua-health.sh >/dev/null
+bash tests/testbed/build-e2e.sh >/dev/null
 echo "== test bed" >&2
 env_file=$(bash tests/testbed/up.sh --owner-pid $$)
 export VNEST_TESTBED_ENV=$env_file

@@ -8,6 +8,8 @@
 #   images.sh bed        only the images of the bed's own binaries (up.sh runs this; the
 #                        workspace's images follow once `cargo build` has made its binaries)
 #   images.sh only REF.. only the images of these references (a test importing just its own)
+#   images.sh e2e        only the images the Kubernetes end-to-end tests run that can be built
+#                        here (agnhost, from build-e2e.sh); hack/conformance.sh imports them
 #   images.sh --list     print "<reference> <entrypoint> <user> <files>" of every image, one a
 #                        line, building nothing (files: <BED|NODE|CARGO>/<binary>:<path>,...)
 #
@@ -33,8 +35,8 @@ target_dir=${CARGO_TARGET_DIR:-$repo/target}/${VNEST_IMAGE_PROFILE:-debug}
 
 # reference | user | entrypoint (JSON) | cmd (JSON) | files: <bin-dir-var>/<name>:<path in image> ...
 # bin-dir vars: BED (build.sh), NODE (build-node.sh), ADDONS (build-addons.sh), CARGO (the
-# workspace's build). CoreDNS stands in for the public image vnest deploys by default, under its
-# reference, entrypoint and (nonroot) user.
+# workspace's build), E2E (build-e2e.sh). CoreDNS stands in for the public image vnest deploys
+# by default, under its reference, entrypoint and (nonroot) user.
 IMAGES=(
   "registry.k8s.io/pause:3.10|65535:65535|[\"/pause\"]|[]|NODE/pause:/pause"
   "ghcr.io/vnest-dev/vnest-echo:$workspace_version|65532:65532|[\"/usr/local/bin/vnest-echo\"]|[\"serve\"]|NODE/vnest-echo:/usr/local/bin/vnest-echo"
@@ -44,6 +46,12 @@ IMAGES=(
   "registry.k8s.io/etcd:${ETCD_VERSION#v}-0|65532:65532|[]|[]|BED/etcd:/usr/local/bin/etcd"
   "registry.k8s.io/coredns/coredns:$COREDNS_VERSION|65532:65532|[\"/coredns\"]|[]|ADDONS/coredns:/coredns"
 )
+
+# The end-to-end tests' images, under the references the e2e framework asks for
+# (k8s.io/kubernetes/test/utils/image/manifest.go); imported only by `images.sh e2e`.
+e2e_images() { # e2e bin dir
+  echo "registry.k8s.io/e2e-test-images/agnhost:$(cat "$1/agnhost.version")|0:0|[\"/agnhost\"]|[\"pause\"]|E2E/agnhost:/agnhost"
+}
 
 if [ "${1:-}" = --list ]; then
   for spec in "${IMAGES[@]}"; do
@@ -57,7 +65,15 @@ BED=$(bash "$here/build.sh")
 NODE=$(bash "$here/build-node.sh")
 ADDONS=$(bash "$here/build-addons.sh")
 CARGO=$target_dir
-case ${1:-} in "" | bed | only) ;; *) echo "images.sh: unknown argument: $1 (see the header)" >&2; exit 2 ;; esac
+E2E=""
+case ${1:-} in
+  "" | bed | only) ;;
+  e2e)
+    E2E=$(bash "$here/build-e2e.sh")
+    mapfile -t IMAGES < <(e2e_images "$E2E")
+    ;;
+  *) echo "images.sh: unknown argument: $1 (see the header)" >&2; exit 2 ;;
+esac
 SOCK="$STATE/containerd/containerd.sock"
 [ -S "$SOCK" ] || { echo "images.sh: containerd is not running ($SOCK missing): start the bed with up.sh" >&2; exit 1; }
 ctr() { "$NODE/ctr" --address "$SOCK" --namespace k8s.io "$@"; }
@@ -98,6 +114,7 @@ build_image() { # ref user entrypoint cmd files
       NODE/*) src=$NODE/${src#NODE/} ;;
       ADDONS/*) src=$ADDONS/${src#ADDONS/} ;;
       CARGO/*) src=$CARGO/${src#CARGO/} ;;
+      E2E/*) src=$E2E/${src#E2E/} ;;
     esac
     add_file "$root" "$src" "$dst"
   done

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes end-to-end test binary (e2e.test, which holds the [Conformance] specs),
+# the ginkgo runner and agnhost, the image binary most of those specs run, from the Go module proxy at the bed's
+# Kubernetes version (module e2e/). Cached outside the source tree in a folder keyed by the
+# pinned versions; a complete folder is reused as is. Prints the bin folder on stdout.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+
+export GOTOOLCHAIN=local GOFLAGS=-modcacherw
+cache_root=${VNEST_TESTBED_CACHE:-$HOME/.cache/vnest-testbed}
+key=$(cat "$here/versions.env" "$here/e2e/go.mod" "$here/e2e/go.sum" "$here/build-e2e.sh" | sha256sum | cut -c1-16)
+bin="$cache_root/e2e-$key"
+if [ -f "$bin/.complete" ]; then
+  echo "$bin"
+  exit 0
+fi
+mkdir -p "$bin"
+log() { echo "[testbed build-e2e] $*" >&2; }
+start=$(date +%s)
+
+# The same -X values as build.sh: the e2e framework compares its own version with the server's.
+minor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2)
+flags=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  flags+="-X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor "
+  flags+="-X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z "
+done
+
+(
+  cd "$here/e2e"
+  if [ ! -x "$bin/e2e.test" ]; then
+    log "building e2e.test $KUBERNETES_VERSION"
+    go test -c -trimpath -ldflags "-s -w $flags" -o "$bin/e2e.test" k8s.io/kubernetes/test/e2e
+  fi
+  if [ ! -x "$bin/agnhost" ]; then
+    log "building agnhost (k8s.io/kubernetes/test/images/agnhost $KUBERNETES_VERSION)"
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/agnhost" k8s.io/kubernetes/test/images/agnhost
+  fi
+  if [ ! -x "$bin/ginkgo" ]; then
+    log "building the ginkgo runner (runs e2e.test's specs in parallel processes)"
+    go build -trimpath -ldflags "-s -w" -o "$bin/ginkgo" github.com/onsi/ginkgo/v2/ginkgo
+  fi
+  # The agnhost image tag the e2e framework asks for (test/utils/image/manifest.go).
+  go_mod_dir=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+  cp "$go_mod_dir/test/images/agnhost/VERSION" "$bin/agnhost.version"
+  chmod u+w "$bin/agnhost.version"
+)
+
+touch "$bin/.complete"
+log "done in $(( $(date +%s) - start ))s: $bin"
+echo "$bin"
