@@ -9,7 +9,8 @@
 #                        workspace's images follow once `cargo build` has made its binaries)
 #   images.sh only REF.. only the images of these references (a test importing just its own)
 #   images.sh e2e        only the images the Kubernetes end-to-end tests run that can be built
-#                        here (agnhost, from build-e2e.sh); hack/conformance.sh imports them
+#                        here (agnhost from build-e2e.sh, pause, the sample-apiserver);
+#                        hack/conformance.sh imports them
 #   images.sh --list     print "<reference> <entrypoint> <user> <files>" of every image, one a
 #                        line, building nothing (files: <BED|NODE|CARGO>/<binary>:<path>,...)
 #
@@ -47,10 +48,14 @@ IMAGES=(
   "registry.k8s.io/coredns/coredns:$COREDNS_VERSION|65532:65532|[\"/coredns\"]|[]|ADDONS/coredns:/coredns"
 )
 
-# The end-to-end tests' images, under the references the e2e framework asks for
-# (k8s.io/kubernetes/test/utils/image/manifest.go); imported only by `images.sh e2e`.
+# The end-to-end tests' images that can be built here, under the references the e2e framework
+# asks for (k8s.io/kubernetes/test/utils/image/manifest.go); imported only by `images.sh e2e`.
+# pause and the sample-apiserver are the bed's own builds (pause from the node's containerd
+# build, k8s.io/sample-apiserver at the bed's version) under the e2e suite's tags.
 e2e_images() { # e2e bin dir
   echo "registry.k8s.io/e2e-test-images/agnhost:$(cat "$1/agnhost.version")|0:0|[\"/agnhost\"]|[\"pause\"]|E2E/agnhost:/agnhost"
+  echo "registry.k8s.io/pause:3.10.2|65535:65535|[\"/pause\"]|[]|NODE/pause:/pause"
+  echo "registry.k8s.io/e2e-test-images/sample-apiserver:1.29.2|0:0|[\"/sample-apiserver\"]|[]|BED/sample-apiserver:/sample-apiserver"
 }
 
 if [ "${1:-}" = --list ]; then
