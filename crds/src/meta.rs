@@ -147,6 +147,8 @@ pub struct ChildNames {
     pub limit_range: String,
     pub workload_network_policy: String,
     pub control_plane_network_policy: String,
+    /// The Ingress in front of the `<name>` Service (`controlPlane.ingress`).
+    pub ingress: String,
     /// The ClusterRole and ClusterRoleBinding (cluster-scoped, so the namespace is in it).
     pub cluster_role: String,
 }
@@ -166,6 +168,7 @@ impl ChildNames {
             limit_range: format!("vc-{name}"),
             workload_network_policy: format!("vc-work-{name}"),
             control_plane_network_policy: format!("vc-cp-{name}"),
+            ingress: name.to_string(),
             cluster_role: format!("vc-{namespace}-{name}"),
         }
     }
@@ -185,6 +188,7 @@ mod tests {
         assert_eq!(n.kubeconfig_secret, "vc-team-alpha");
         assert_eq!(n.workload_network_policy, "vc-work-team-alpha");
         assert_eq!(n.control_plane_network_policy, "vc-cp-team-alpha");
+        assert_eq!(n.ingress, "team-alpha");
         assert_eq!(n.cluster_role, "vc-team-alpha-team-alpha");
     }
 

@@ -91,6 +91,40 @@ impl Checker {
     }
 }
 
+/// An enabled `controlPlane.ingress` needs a host that is a DNS name (the CRD says so too,
+/// but a spec rendered from a template or a policy's defaults reaches the operator unchecked).
+fn check_ingress(c: &mut Checker, ingress: &vnest_crds::IngressConfig) {
+    const FIELD: &str = "spec.controlPlane.ingress.host";
+    if !ingress.enabled {
+        return;
+    }
+    match ingress.host.as_deref() {
+        None => c.fail(
+            FIELD,
+            "set host when the ingress is enabled, e.g. team-alpha.vc.example.com",
+        ),
+        Some(host) if !is_ingress_host(host) => c.fail(
+            FIELD,
+            format!("{host:?} is not a DNS name; write a lowercase name such as team-alpha.vc.example.com"),
+        ),
+        Some(_) => {}
+    }
+}
+
+/// A lowercase DNS name of at most 253 characters, optionally starting with `*.`: what an
+/// Ingress rule's `host` takes.
+fn is_ingress_host(host: &str) -> bool {
+    let name = host.strip_prefix("*.").unwrap_or(host);
+    let label = |l: &str| {
+        (1..=63).contains(&l.len())
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    host.len() <= 253 && name.split('.').all(label)
+}
+
 /// Why `name` cannot name a VirtualCluster (too long or not a DNS-1035 label), or `Ok`. The
 /// CRD refuses such names on creation; this catches one an older CRD let in, before any host
 /// object is made from it.
@@ -145,6 +179,8 @@ pub fn validate(spec: &VirtualClusterSpec, namespace: &str) -> Result<Policy, Ve
             format!("{:?} must be a positive quantity such as 10Gi", size.0),
         );
     }
+
+    check_ingress(&mut c, &spec.control_plane.ingress);
 
     let (to_host, from_host) = (&spec.sync.to_host, &spec.sync.from_host);
     if to_host.priorityclasses.enabled && from_host.priority_classes.enabled {
@@ -317,6 +353,31 @@ mod tests {
             guardrails(&VirtualClusterSpec::default(), false),
             Vec::new()
         );
+    }
+
+    /// A template or a policy's defaults can enable the ingress without a usable host; the
+    /// operator names the field and the fix instead of applying an Ingress the API refuses.
+    #[test]
+    fn an_enabled_ingress_needs_a_dns_host() {
+        assert_eq!(
+            errors("controlPlane: {ingress: {enabled: true}}"),
+            vec![
+                "spec.controlPlane.ingress.host: set host when the ingress is enabled, e.g. team-alpha.vc.example.com"
+            ]
+        );
+        let bad = errors("controlPlane: {ingress: {enabled: true, host: Team_Alpha.example.com}}");
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert!(bad[0].starts_with(
+            "spec.controlPlane.ingress.host: \"Team_Alpha.example.com\" is not a DNS name"
+        ));
+        for good in ["vc.example.com", "*.vc.example.com", "vc-1"] {
+            let yaml = format!("controlPlane: {{ingress: {{enabled: true, host: '{good}'}}}}");
+            assert!(errors(&yaml).is_empty(), "{good}");
+        }
+        assert!(errors("controlPlane: {ingress: {enabled: false}}").is_empty());
+        assert!(!is_ingress_host(&format!("{}.example.com", "a".repeat(64))));
+        assert!(!is_ingress_host("-a.example.com"));
+        assert!(!is_ingress_host("a..example.com"));
     }
 
     fn errors(yaml: &str) -> Vec<String> {

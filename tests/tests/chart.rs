@@ -158,6 +158,20 @@ fn chart_renders_a_leader_elected_operator_with_least_rbac() {
         "policies are read, never written: {rules:?}"
     );
     assert_eq!(
+        verbs_on("ingresses"),
+        [
+            "get",
+            "list",
+            "watch",
+            "create",
+            "update",
+            "patch",
+            "delete",
+            "deletecollection"
+        ],
+        "the control plane's Ingress is a child like the others: {rules:?}"
+    );
+    assert_eq!(
         verbs_on("endpointslices"),
         ["get", "list", "watch", "create", "patch", "delete"],
         "{rules:?}"

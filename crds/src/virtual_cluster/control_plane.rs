@@ -304,18 +304,28 @@ pub enum ServiceType {
     LoadBalancer,
 }
 
-/// An Ingress for the virtual API server (TLS passthrough is up to the ingress controller).
+/// An Ingress `<name>` for the virtual API server: `host` routed to the `<name>` Service's
+/// port 443, where the syncer's proxy speaks TLS itself. For ingress-nginx (a class whose name
+/// contains `nginx`, or no class: the cluster's default) the operator adds its TLS-passthrough
+/// annotations; other controllers need theirs in `annotations`.
 #[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!self.enabled || has(self.host)").message("set host when the ingress is enabled, e.g. team-alpha.vc.example.com"))]
 pub struct IngressConfig {
+    /// Off: no Ingress (the one made earlier is deleted).
     #[serde(default)]
     pub enabled: bool,
+    /// The host name tenants reach the API at; also a name of the serving certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     #[x_kube(validation = Rule::new("self.matches('^(\\\\*\\\\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')").message("must be a DNS name such as team-alpha.vc.example.com"))]
     pub host: Option<String>,
+    /// The IngressClass; the cluster's default class when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')").message("must be the name of an IngressClass (lowercase letters, digits, '-' and '.'), e.g. nginx"))]
     pub ingress_class_name: Option<String>,
+    /// Annotations of the Ingress; they win over the passthrough ones the operator adds.
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
 }

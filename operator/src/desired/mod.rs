@@ -3,6 +3,7 @@
 
 mod activity;
 mod distro;
+mod ingress;
 mod network;
 mod policies;
 mod rbac;
@@ -25,7 +26,7 @@ use k8s_openapi::{
         coordination::v1::Lease,
         core::v1::{LimitRange, ResourceQuota, Secret, Service, ServiceAccount},
         discovery::v1::EndpointSlice,
-        networking::v1::NetworkPolicy,
+        networking::v1::{Ingress, NetworkPolicy},
         rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
     },
     apimachinery::pkg::apis::meta::v1::OwnerReference,
@@ -66,10 +67,11 @@ pub enum ChildKind {
     NetworkPolicy,
     Lease,
     EndpointSlice,
+    Ingress,
 }
 
 impl ChildKind {
-    pub const ALL: [ChildKind; 13] = [
+    pub const ALL: [ChildKind; 14] = [
         ChildKind::ServiceAccount,
         ChildKind::Role,
         ChildKind::RoleBinding,
@@ -83,6 +85,7 @@ impl ChildKind {
         ChildKind::NetworkPolicy,
         ChildKind::Lease,
         ChildKind::EndpointSlice,
+        ChildKind::Ingress,
     ];
 
     pub fn api_resource(self) -> ApiResource {
@@ -100,6 +103,7 @@ impl ChildKind {
             ChildKind::NetworkPolicy => ApiResource::erase::<NetworkPolicy>(&()),
             ChildKind::Lease => ApiResource::erase::<Lease>(&()),
             ChildKind::EndpointSlice => ApiResource::erase::<EndpointSlice>(&()),
+            ChildKind::Ingress => ApiResource::erase::<Ingress>(&()),
         }
     }
 
@@ -268,6 +272,12 @@ pub fn desired_state(input: &Input) -> DesiredState {
             ChildKind::EndpointSlice,
             network::wake_slice_name(input.name),
             network::wake_endpoint_slice(input, &names),
+        ),
+        // Last: an Ingress the API server refuses leaves the control plane made.
+        (
+            ChildKind::Ingress,
+            names.ingress.clone(),
+            ingress::control_plane_ingress(input, &names),
         ),
     ];
     for (kind, name, child) in optional {
@@ -476,10 +486,13 @@ mod tests {
         assert!(find(&state, ChildKind::LimitRange, "vc-team-alpha").is_some());
         assert!(find(&state, ChildKind::NetworkPolicy, "vc-work-team-alpha").is_some());
         assert!(find(&state, ChildKind::NetworkPolicy, "vc-cp-team-alpha").is_some());
-        // Only the wake EndpointSlice, which exists while asleep.
+        // Only the wake EndpointSlice, which exists while asleep, and the disabled Ingress.
         assert_eq!(
             state.absent,
-            vec![(ChildKind::EndpointSlice, "team-alpha-wake".to_string())]
+            vec![
+                (ChildKind::EndpointSlice, "team-alpha-wake".to_string()),
+                (ChildKind::Ingress, "team-alpha".to_string()),
+            ]
         );
         assert_eq!(
             state.namespace_labels["pod-security.kubernetes.io/enforce"],

@@ -7,6 +7,8 @@ use super::{Child, ChildKind, Input};
 
 /// Port the syncer's proxy listens on inside the pod; the Service exposes it as 443.
 pub const PROXY_PORT: i32 = 8443;
+/// The `<name>` Service's port, named `https`, which the tenant kubeconfig points at.
+pub const SERVICE_PORT: i32 = 443;
 /// The syncer's `/metrics`, `/healthz` and `/readyz` port, on the pod IP; the headless
 /// Service names it `metrics` for a ServiceMonitor.
 pub const SYNCER_METRICS_PORT: i32 = 8081;
@@ -18,13 +20,17 @@ pub fn endpoint(input: &Input) -> String {
         .export_kubeconfig
         .server
         .clone()
-        .unwrap_or_else(|| format!("https://{}.{}.svc:443", input.name, input.namespace))
+        .unwrap_or_else(|| {
+            format!(
+                "https://{}.{}.svc:{SERVICE_PORT}",
+                input.name, input.namespace
+            )
+        })
 }
 
 pub fn services(input: &Input, names: &ChildNames) -> Vec<Child> {
     let config = &input.spec.control_plane.service;
-    let ports =
-        json!([{ "name": "https", "port": 443, "targetPort": PROXY_PORT, "protocol": "TCP" }]);
+    let ports = json!([{ "name": "https", "port": SERVICE_PORT, "targetPort": PROXY_PORT, "protocol": "TCP" }]);
     let mut spec = json!({ "type": config.spec.type_, "ports": ports });
     // Without a selector the EndpointSlice controller leaves the Service alone and
     // [`wake_endpoint_slice`] gives it its one endpoint.
