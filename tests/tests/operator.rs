@@ -1,7 +1,7 @@
 //! The operator as a real process against the real host API server: a VirtualCluster becomes
 //! every object the design names and reaches Ready on a KWOK node; policies come and go with
 //! the spec; tampered children are put back; deletion leaves nothing behind; a bad spec is
-//! refused without stopping the others; an idle resync writes nothing; two replicas do not
+//! refused without stopping the others; `controlPlane.ingress` makes and removes an Ingress; an idle resync writes nothing; two replicas do not
 //! fight, even with skewed clocks; a restart mid-reconcile converges.
 
 use std::time::Duration;
@@ -14,7 +14,7 @@ use k8s_openapi::{
             ConfigMap, Event, LimitRange, Namespace, Pod, ResourceQuota, Secret, Service,
             ServiceAccount,
         },
-        networking::v1::NetworkPolicy,
+        networking::v1::{Ingress, NetworkPolicy},
         rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
     },
     apimachinery::pkg::apis::meta::v1::MicroTime,
@@ -403,6 +403,72 @@ async fn toggling_policies_adds_and_removes_their_objects() {
     )
     .await;
     assert!(gone(&limits, "vc-vc").await, "the limit range stays off");
+    ns.delete(&client).await;
+}
+
+/// `controlPlane.ingress` makes Ingress `<name>` routing its host to the API Service's port
+/// 443 in the asked-for class, and disabling it deletes the Ingress.
+#[tokio::test]
+async fn enabling_the_ingress_creates_it_and_disabling_removes_it() {
+    let Setup {
+        client,
+        ns,
+        operator: _op,
+    } = setup("op-ingress").await;
+    let n = ns.name.as_str();
+    let ingress = json!({ "ingress": {
+        "enabled": true, "host": "vc.example.com", "ingressClassName": "nginx",
+        "annotations": { "team": "alpha" },
+    }});
+    create_virtual_cluster(&client, n, "vc", json!({ "controlPlane": ingress })).await;
+    let ingresses: Api<Ingress> = Api::namespaced(client.clone(), n);
+    let made = wait::until("Ingress vc made", Duration::from_secs(60), || async {
+        ingresses
+            .get_opt("vc")
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "no Ingress vc yet".to_string())
+    })
+    .await;
+    let spec = made.spec.clone().unwrap();
+    assert_eq!(spec.ingress_class_name.as_deref(), Some("nginx"));
+    let rule = &spec.rules.as_ref().unwrap()[0];
+    assert_eq!(rule.host.as_deref(), Some("vc.example.com"));
+    let backend = rule.http.as_ref().unwrap().paths[0]
+        .backend
+        .service
+        .clone()
+        .unwrap();
+    assert_eq!(backend.name, "vc");
+    assert_eq!(backend.port.unwrap().number, Some(443));
+    let tls = spec.tls.unwrap();
+    assert_eq!(
+        tls[0].hosts.as_deref(),
+        Some(&["vc.example.com".to_string()][..])
+    );
+    let annotations = made.annotations();
+    assert_eq!(
+        annotations["nginx.ingress.kubernetes.io/ssl-passthrough"],
+        "true"
+    );
+    assert_eq!(annotations["team"], "alpha");
+    assert_eq!(made.owner_references()[0].name, "vc");
+
+    patch_spec(
+        &client,
+        n,
+        "vc",
+        json!({ "controlPlane": { "ingress": { "enabled": false } } }),
+    )
+    .await;
+    wait::until("Ingress vc removed", Duration::from_secs(30), || async {
+        if gone(&ingresses, "vc").await {
+            Ok(())
+        } else {
+            Err("Ingress vc still present".to_string())
+        }
+    })
+    .await;
     ns.delete(&client).await;
 }
 
