@@ -109,6 +109,11 @@ pub enum ToHostKind {
     Networkpolicies,
     Poddisruptionbudgets,
     Priorityclasses,
+    Gateways,
+    #[serde(rename = "httpRoutes")]
+    HttpRoutes,
+    #[serde(rename = "grpcRoutes")]
+    GrpcRoutes,
 }
 
 /// A `sync.fromHost` field, spelled as in the VirtualCluster spec.
@@ -122,5 +127,6 @@ pub enum FromHostKind {
     CsiNodes,
     CsiStorageCapacities,
     PriorityClasses,
+    GatewayClasses,
     Events,
 }

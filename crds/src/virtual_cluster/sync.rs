@@ -71,6 +71,34 @@ impl Default for HostRateLimit {
     }
 }
 
+impl Sync {
+    /// The Gateway API resources switched on by their own fields, as `<plural>` of group
+    /// `gateway.networking.k8s.io` (version v1), to the host and from the host.
+    pub fn gateway_api(&self) -> (Vec<&'static str>, Vec<&'static str>) {
+        let (to, from) = (&self.to_host, &self.from_host);
+        let on = |pairs: &[(bool, &'static str)]| -> Vec<&'static str> {
+            pairs
+                .iter()
+                .filter(|(on, _)| *on)
+                .map(|(_, p)| *p)
+                .collect()
+        };
+        (
+            on(&[
+                (to.gateways.enabled, "gateways"),
+                (to.http_routes.enabled, "httproutes"),
+                (to.grpc_routes.enabled, "grpcroutes"),
+            ]),
+            on(&[(from.gateway_classes.enabled, "gatewayclasses")]),
+        )
+    }
+}
+
+/// The Gateway API group the `gateways`, `httpRoutes`, `grpcRoutes` and `gatewayClasses`
+/// fields sync, and the version they sync.
+pub const GATEWAY_API_GROUP: &str = "gateway.networking.k8s.io";
+pub const GATEWAY_API_VERSION: &str = "v1";
+
 /// A resource sync that is on or off.
 #[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Toggle {
@@ -114,6 +142,15 @@ pub struct ToHost {
     pub poddisruptionbudgets: Toggle,
     #[serde(default = "Toggle::off")]
     pub priorityclasses: Toggle,
+    /// Gateway API Gateways (`gateway.networking.k8s.io`; the host needs its CRDs).
+    #[serde(default = "Toggle::off")]
+    pub gateways: Toggle,
+    /// Gateway API HTTPRoutes.
+    #[serde(default = "Toggle::off", rename = "httpRoutes")]
+    pub http_routes: Toggle,
+    /// Gateway API GRPCRoutes.
+    #[serde(default = "Toggle::off", rename = "grpcRoutes")]
+    pub grpc_routes: Toggle,
     /// Keyed `<plural>.<group>` (optionally `/<version>`), e.g. `certificates.cert-manager.io`.
     #[serde(default)]
     #[schemars(extend("maxProperties" = 64))]
@@ -135,6 +172,9 @@ impl Default for ToHost {
             networkpolicies: Toggle::off(),
             poddisruptionbudgets: Toggle::off(),
             priorityclasses: Toggle::off(),
+            gateways: Toggle::off(),
+            http_routes: Toggle::off(),
+            grpc_routes: Toggle::off(),
             custom_resources: CustomResources::default(),
         }
     }
@@ -245,6 +285,9 @@ pub struct FromHost {
     pub csi_storage_capacities: Toggle,
     #[serde(default = "Toggle::off")]
     pub priority_classes: Toggle,
+    /// Gateway API GatewayClasses: every host class, so tenant Gateways can name one.
+    #[serde(default = "Toggle::off")]
+    pub gateway_classes: Toggle,
     /// Host events about synced objects, shown on the virtual objects.
     #[serde(default = "Toggle::on")]
     pub events: Toggle,
@@ -265,6 +308,7 @@ impl Default for FromHost {
             csi_nodes: Toggle::on(),
             csi_storage_capacities: Toggle::on(),
             priority_classes: Toggle::off(),
+            gateway_classes: Toggle::off(),
             events: Toggle::on(),
             custom_resources: CustomResources::default(),
         }

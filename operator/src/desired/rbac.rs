@@ -2,7 +2,10 @@
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use serde_json::json;
-use vnest_crds::{CustomResources, ResourceScope, activity, meta::ChildNames, split_service_ref};
+use vnest_crds::{
+    CustomResources, GATEWAY_API_GROUP, ResourceScope, activity, meta::ChildNames,
+    split_service_ref,
+};
 
 use super::{Child, ChildKind, Input};
 
@@ -124,6 +127,10 @@ pub fn role_rules(input: &Input) -> Vec<PolicyRule> {
     if to_host.poddisruptionbudgets.enabled {
         rules.push(rule("policy", &["poddisruptionbudgets"], WRITE));
     }
+    let (gateway_to_host, _) = input.spec.sync.gateway_api();
+    if !gateway_to_host.is_empty() {
+        rules.push(rule(GATEWAY_API_GROUP, &gateway_to_host, WRITE));
+    }
     rules.extend(custom_resource_rules(
         &to_host.custom_resources,
         Some(ResourceScope::Namespaced),
@@ -193,6 +200,9 @@ pub fn cluster_role_rules(input: &Input) -> Vec<PolicyRule> {
     if from_host.priority_classes.enabled {
         rules.push(rule("scheduling.k8s.io", &["priorityclasses"], READ));
     }
+    if from_host.gateway_classes.enabled {
+        rules.push(rule(GATEWAY_API_GROUP, &["gatewayclasses"], READ));
+    }
     if to_host.priorityclasses.enabled {
         rules.push(rule("scheduling.k8s.io", &["priorityclasses"], WRITE));
     }
@@ -224,6 +234,13 @@ fn custom_resource_resolution(input: &Input) -> Vec<PolicyRule> {
         .filter(|(_, entry)| entry.enabled)
         .map(|(key, _)| key.split('/').next().unwrap_or(key).to_string())
         .collect();
+    // The Gateway API fields are resolved as custom resources of their group.
+    let (to, from) = sync.gateway_api();
+    crds.extend(
+        to.iter()
+            .chain(&from)
+            .map(|plural| format!("{plural}.{GATEWAY_API_GROUP}")),
+    );
     crds.sort();
     crds.dedup();
     if crds.is_empty() {
@@ -332,6 +349,41 @@ mod tests {
             service.resource_names.as_deref(),
             Some(&["team-alpha".to_string()][..])
         );
+    }
+
+    /// The Gateway API fields grant writes on their kinds in the namespace, reads of host
+    /// GatewayClasses, and reads of their CRDs by name (to resolve them).
+    #[test]
+    fn gateway_api_sync_gets_its_rights() {
+        let spec = spec_from_yaml(
+            "sync: {toHost: {gateways: {enabled: true}, httpRoutes: {enabled: true}}, fromHost: {gatewayClasses: {enabled: true}}}",
+        );
+        let rules = role_rules(&input(&spec));
+        assert!(grants(&rules, GATEWAY_API_GROUP, "gateways", "patch"));
+        assert!(grants(&rules, GATEWAY_API_GROUP, "httproutes", "delete"));
+        assert!(!grants(&rules, GATEWAY_API_GROUP, "grpcroutes", "patch"));
+        let cluster = cluster_role_rules(&input(&spec));
+        assert!(grants(
+            &cluster,
+            GATEWAY_API_GROUP,
+            "gatewayclasses",
+            "watch"
+        ));
+        assert!(!grants(
+            &cluster,
+            GATEWAY_API_GROUP,
+            "gatewayclasses",
+            "create"
+        ));
+        let crd_names = cluster
+            .iter()
+            .find(|r| {
+                r.resources.as_deref() == Some(&["customresourcedefinitions".to_string()][..])
+            })
+            .and_then(|r| r.resource_names.clone())
+            .unwrap();
+        assert!(crd_names.contains(&"httproutes.gateway.networking.k8s.io".to_string()));
+        assert!(crd_names.contains(&"gatewayclasses.gateway.networking.k8s.io".to_string()));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Which custom resources a syncer syncs, in which direction: the configured
 //! `<plural>.<group>[/<version>]` keys, parsed.
 
-use vnest_crds::{CustomResources, Sync};
+use vnest_crds::{CustomResources, GATEWAY_API_GROUP, GATEWAY_API_VERSION, Sync};
 
 /// One configured custom resource.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,8 +50,22 @@ pub enum Direction {
     FromHost,
 }
 
-/// The enabled keys of both directions. A resource enabled in both is synced to the host
-/// only (the operator refuses such a spec; this is the syncer's own guard).
+/// The Gateway API resources their own `sync` fields switch on, as keys (version v1).
+fn gateway_api(plurals: Vec<&str>) -> Vec<ResourceKey> {
+    plurals
+        .into_iter()
+        .map(|plural| ResourceKey {
+            plural: plural.to_string(),
+            group: GATEWAY_API_GROUP.to_string(),
+            version: Some(GATEWAY_API_VERSION.to_string()),
+        })
+        .collect()
+}
+
+/// The enabled keys of both directions, the Gateway API fields' included (a resource also
+/// listed in `customResources` is synced once, as that entry asks). A resource enabled in
+/// both directions is synced to the host only (the operator refuses such a spec; this is the
+/// syncer's own guard).
 pub fn enabled(sync: &Sync) -> Result<Vec<(ResourceKey, Direction)>, String> {
     let parse_enabled = |resources: &CustomResources| -> Result<Vec<ResourceKey>, String> {
         resources
@@ -60,22 +74,31 @@ pub fn enabled(sync: &Sync) -> Result<Vec<(ResourceKey, Direction)>, String> {
             .map(|(key, _)| ResourceKey::parse(key))
             .collect()
     };
-    let to_host = parse_enabled(&sync.to_host.custom_resources)?;
-    let from_host = parse_enabled(&sync.from_host.custom_resources)?;
+    let (gateway_to_host, gateway_from_host) = sync.gateway_api();
+    let mut to_host = parse_enabled(&sync.to_host.custom_resources)?;
+    to_host.extend(gateway_api(gateway_to_host));
+    let mut from_host = parse_enabled(&sync.from_host.custom_resources)?;
+    from_host.extend(gateway_api(gateway_from_host));
     let mut keys: Vec<(ResourceKey, Direction)> = Vec::new();
+    let listed = |keys: &[(ResourceKey, Direction)], key: &ResourceKey| {
+        keys.iter()
+            .find(|(k, _)| k.resource() == key.resource())
+            .map(|(_, d)| *d)
+    };
     for key in to_host {
-        keys.push((key, Direction::ToHost));
+        if listed(&keys, &key).is_none() {
+            keys.push((key, Direction::ToHost));
+        }
     }
     for key in from_host {
-        let resource = key.resource();
-        if keys.iter().any(|(k, _)| k.resource() == resource) {
-            tracing::warn!(
-                resource,
+        match listed(&keys, &key) {
+            None => keys.push((key, Direction::FromHost)),
+            Some(Direction::ToHost) => tracing::warn!(
+                resource = key.resource(),
                 "also configured for to-host sync; skipping its from-host sync"
-            );
-            continue;
+            ),
+            Some(Direction::FromHost) => {}
         }
-        keys.push((key, Direction::FromHost));
     }
     Ok(keys)
 }
@@ -119,6 +142,35 @@ mod tests {
         assert_eq!(keys.len(), 1);
         assert_eq!(keys[0].0.resource(), "b.example.com");
         assert_eq!(keys[0].1, Direction::ToHost);
+    }
+
+    /// The Gateway API fields become v1 keys of their group; one also listed in
+    /// customResources is synced once, as that entry asks.
+    #[test]
+    fn gateway_api_fields_are_keys_of_their_group() {
+        let s = sync(
+            "{toHost: {gateways: {enabled: true}, grpcRoutes: {enabled: true}, customResources: {gateways.gateway.networking.k8s.io/v1beta1: {enabled: true}}}, fromHost: {gatewayClasses: {enabled: true}}}",
+        );
+        let got: Vec<(String, Option<String>, Direction)> = enabled(&s)
+            .unwrap()
+            .into_iter()
+            .map(|(k, d)| (k.resource(), k.version, d))
+            .collect();
+        let key = |p: &str, v: &str, d| {
+            (
+                format!("{p}.gateway.networking.k8s.io"),
+                Some(v.to_string()),
+                d,
+            )
+        };
+        assert_eq!(
+            got,
+            vec![
+                key("gateways", "v1beta1", Direction::ToHost),
+                key("grpcroutes", "v1", Direction::ToHost),
+                key("gatewayclasses", "v1", Direction::FromHost),
+            ]
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! serves are also written through by the proxy (`proxy::write_through`).
 
 pub mod crd;
+pub mod gateway;
 pub mod key;
 pub mod merge;
 pub mod object;

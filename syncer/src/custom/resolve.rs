@@ -17,7 +17,10 @@ use super::{
     crd::{self, Names},
     key::{Direction, ResourceKey},
 };
-use crate::engine::{self, Queue};
+use crate::{
+    engine::{self, Queue},
+    translate::gateway,
+};
 
 /// How the host serves a resource.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,6 +54,8 @@ pub struct Resolved {
     pub backing: Backing,
     /// The work queue of its sync; the proxy hands back objects it wrote through.
     pub queue: Queue,
+    /// A Gateway API kind whose references are translated on the way to the host.
+    pub gateway: Option<gateway::Kind>,
 }
 
 impl Resolved {
@@ -68,6 +73,7 @@ impl Resolved {
             virtual_status: false,
             backing: Backing::BuiltIn,
             queue: Queue::default(),
+            gateway: None,
         }
     }
 
@@ -178,7 +184,11 @@ pub async fn resolve(
         .as_ref()
         .is_some_and(|s| s.status.is_some());
     ensure_virtual_crd(virt, wanted).await?;
+    let gateway = (direction == Direction::ToHost)
+        .then(|| gateway::Kind::of(&key.group, &key.plural))
+        .flatten();
     Ok(Resolved {
+        gateway,
         resource: ApiResource {
             group: key.group.clone(),
             version: version.clone(),

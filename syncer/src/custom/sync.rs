@@ -20,7 +20,7 @@ use vnest_crds::{
     translate::managed_by_selector,
 };
 
-use super::{key::Direction, object, resolve::Resolved};
+use super::{gateway, key::Direction, object, resolve::Resolved};
 use crate::{
     cache,
     engine::{
@@ -188,17 +188,7 @@ impl Runner {
         let live = virt.filter(|v| v.metadata.deletion_timestamp.is_none());
         let Some(virt) = live else {
             if host.is_some() && conflict.is_none() {
-                self.count_write();
-                match host_api.delete(&host_name, &DeleteParams::default()).await {
-                    Err(e) if !is_not_found(&e) => {
-                        return Err(e).with_context(|| {
-                            format!("failed to delete host {} {host_name}", res.name())
-                        });
-                    }
-                    _ => {
-                        tracing::info!(resource = %res.name(), host = %host_name, "deleted host mirror")
-                    }
-                }
+                self.delete_mirror(&host_api, &host_name).await?;
             }
             return Ok(());
         };
@@ -210,7 +200,21 @@ impl Runner {
                 .await;
             return Ok(());
         }
-        let desired = object::to_host(&self.ctx.target, &res.resource, res.namespaced, &virt)?;
+        let mut desired = object::to_host(&self.ctx.target, &res.resource, res.namespaced, &virt)?;
+        if let Some(kind) = res.gateway
+            && let Err(refusal) =
+                gateway::host_spec(&self.ctx, res, kind, &virt, &mut desired).await?
+        {
+            tracing::info!(resource = %res.name(), namespace, name, %refusal, "refused");
+            let reference = virt.object_ref(&res.resource);
+            self.ctx
+                .warn_on(reference, refusal.category(), refusal.to_string())
+                .await;
+            if host.is_some() {
+                self.delete_mirror(&host_api, &host_name).await?;
+            }
+            return Ok(());
+        }
         // The cache may trail a mirror just written (by the proxy's write-through): a read
         // is cheaper than a write.
         let host = match host {
@@ -227,11 +231,37 @@ impl Runner {
                 .with_context(|| format!("failed to apply host {} {host_name}", res.name()))?;
             tracing::info!(resource = %res.name(), host = %host_name, "applied host mirror");
         }
-        match host.as_deref().and_then(object::status) {
-            Some(status) if res.virtual_status && object::status(&virt) != Some(status) => {
-                self.write_virtual_status(&virt, status).await
+        let status = host
+            .as_deref()
+            .and_then(object::status)
+            .map(|s| match res.gateway {
+                Some(kind) => gateway::virtual_status(&self.ctx, kind, &virt, s),
+                None => s.clone(),
+            });
+        match status {
+            Some(status) if res.virtual_status && object::status(&virt) != Some(&status) => {
+                self.write_virtual_status(&virt, &status).await
             }
             _ => Ok(()),
+        }
+    }
+
+    /// Deletes host mirror `host_name` (gone already is fine).
+    async fn delete_mirror(
+        &self,
+        host_api: &Api<DynamicObject>,
+        host_name: &str,
+    ) -> anyhow::Result<()> {
+        let res = &self.res;
+        self.count_write();
+        match host_api.delete(host_name, &DeleteParams::default()).await {
+            Err(e) if !is_not_found(&e) => {
+                Err(e).with_context(|| format!("failed to delete host {} {host_name}", res.name()))
+            }
+            _ => {
+                tracing::info!(resource = %res.name(), host = %host_name, "deleted host mirror");
+                Ok(())
+            }
         }
     }
 

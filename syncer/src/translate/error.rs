@@ -26,6 +26,9 @@ pub enum TranslateError {
     /// An object without a name has no host name either.
     #[error("failed to mirror a {kind}: it has no metadata.name")]
     Unnamed { kind: String },
+    /// A Gateway API reference the host copy cannot keep (field path, why, and the fix).
+    #[error("not synced to the host: {field} {why}")]
+    RefNotPermitted { field: String, why: String },
 }
 
 impl TranslateError {
@@ -36,6 +39,7 @@ impl TranslateError {
             TranslateError::PodPatch(_) | TranslateError::PatchedPodInvalid(_) => "PodPatchFailed",
             TranslateError::Headless { .. } | TranslateError::NoSelector { .. } => "NotReplicated",
             TranslateError::Unnamed { .. } => "Unnamed",
+            TranslateError::RefNotPermitted { .. } => "RefNotPermitted",
         }
     }
 }

@@ -6,6 +6,7 @@ pub mod endpoints;
 pub mod error;
 pub mod event;
 pub mod from_host;
+pub mod gateway;
 pub mod ingress;
 pub mod network_policy;
 pub mod node;

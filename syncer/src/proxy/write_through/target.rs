@@ -106,6 +106,7 @@ mod tests {
             virtual_status: true,
             backing,
             queue: Default::default(),
+            gateway: None,
         })
     }
 

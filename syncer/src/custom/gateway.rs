@@ -1,0 +1,128 @@
+//! Gateway API mirrors: the reference rewrite of [`crate::translate::gateway`] plus the
+//! checks only the virtual cluster can answer. A route whose parent Gateway does not admit
+//! its namespace is refused; a route naming a Service that does not exist is still mirrored
+//! (the Service may come later, and the host's controller then reports the backend
+//! unresolved), with a Warning event naming the reference.
+
+use k8s_openapi::{
+    api::core::v1::{Namespace, Service},
+    apimachinery::pkg::apis::meta::v1::LabelSelector,
+};
+use kube::{
+    Api, Resource, ResourceExt,
+    api::DynamicObject,
+    core::{Selector, SelectorExt},
+    discovery::ApiResource,
+};
+use serde_json::Value;
+
+use super::resolve::Resolved;
+use crate::{
+    engine::Ctx,
+    translate::{
+        TranslateError,
+        gateway::{self, Kind, ParentRef},
+    },
+};
+
+/// The virtual cluster's Gateways (served there when their sync is on).
+fn gateways() -> ApiResource {
+    ApiResource {
+        group: gateway::GROUP.into(),
+        version: vnest_crds::GATEWAY_API_VERSION.into(),
+        api_version: format!("{}/{}", gateway::GROUP, vnest_crds::GATEWAY_API_VERSION),
+        kind: "Gateway".into(),
+        plural: "gateways".into(),
+    }
+}
+
+/// Why `parent` (a Gateway in the virtual cluster) does not admit a route of `route_ns`;
+/// `None` when it does, or when there is no such Gateway to ask.
+async fn refused_by_parent(
+    ctx: &Ctx,
+    parent: &ParentRef,
+    route_ns: &str,
+) -> anyhow::Result<Option<TranslateError>> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.virt.clone(), &parent.namespace, &gateways());
+    let Some(gateway) = api.get_opt(&parent.name).await? else {
+        return Ok(None);
+    };
+    let namespace = Api::<Namespace>::all(ctx.virt.clone())
+        .get_opt(route_ns)
+        .await?;
+    let labels = namespace.map(|n| n.labels().clone()).unwrap_or_default();
+    let labels_match = |selector: &Value| {
+        serde_json::from_value::<LabelSelector>(selector.clone())
+            .ok()
+            .and_then(|s| Selector::try_from(s).ok())
+            .is_some_and(|s| s.matches(&labels))
+    };
+    let spec = gateway.data.get("spec").cloned().unwrap_or_default();
+    Ok(gateway::attachment_refused(
+        &spec,
+        parent,
+        route_ns,
+        labels_match,
+    ))
+}
+
+/// Rewrites the spec of `desired` (the host mirror of `virt`, a `kind` object) for the host.
+/// `Ok(Err(_))` is a refusal, for a Warning event and no mirror; `Err(_)` a failed read.
+pub async fn host_spec(
+    ctx: &Ctx,
+    res: &Resolved,
+    kind: Kind,
+    virt: &DynamicObject,
+    desired: &mut Value,
+) -> anyhow::Result<Result<(), TranslateError>> {
+    let namespace = virt.namespace().unwrap_or_default();
+    let virt_spec = virt.data.get("spec").cloned().unwrap_or_default();
+    if kind != Kind::Gateway {
+        let parents = match gateway::parents(&virt_spec, &namespace) {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(e)),
+        };
+        for parent in &parents {
+            if let Some(e) = refused_by_parent(ctx, parent, &namespace).await? {
+                return Ok(Err(e));
+            }
+        }
+    }
+    let Some(spec) = desired.get_mut("spec") else {
+        return Ok(Ok(()));
+    };
+    let services = match gateway::host_spec(kind, spec, &namespace, &ctx.target) {
+        Ok(s) => s,
+        Err(e) => return Ok(Err(e)),
+    };
+    let reference = || virt.object_ref(&res.resource);
+    for service in services {
+        let api: Api<Service> = Api::namespaced(ctx.virt.clone(), &service.namespace);
+        if api.get_opt(&service.name).await?.is_none() {
+            let note = format!(
+                "{} names Service {}/{}, which does not exist in the virtual cluster; the route is synced, and its backend stays unresolved until the Service exists",
+                service.field, service.namespace, service.name
+            );
+            ctx.warn_on(reference(), "BackendNotFound", note).await;
+        }
+    }
+    let secrets_synced =
+        ctx.config.sync.to_host.secrets.enabled && ctx.config.sync.to_host.secrets.all;
+    for secret in gateway::certificate_secrets(&virt_spec, &namespace) {
+        if !secrets_synced {
+            let note = format!(
+                "certificate Secret {namespace}/{secret} reaches the host only with sync.toHost.secrets.all: true; until then the listener has no certificate"
+            );
+            ctx.warn_on(reference(), "CertificateNotSynced", note).await;
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// The status the virtual object shows for its host mirror's `status`.
+pub fn virtual_status(ctx: &Ctx, kind: Kind, virt: &DynamicObject, status: &Value) -> Value {
+    let spec = virt.data.get("spec").cloned().unwrap_or_default();
+    let namespace = virt.namespace().unwrap_or_default();
+    gateway::virtual_status(kind, status, &spec, &namespace, &ctx.target)
+}

@@ -1,0 +1,376 @@
+//! Gateway API objects to the host (pure). Tenants' Gateways, HTTPRoutes and GRPCRoutes are
+//! mirrored by the custom-resource machinery ([`crate::custom`]); this rewrites the references
+//! in their spec to the host copies (as Ingresses get theirs), refuses the references a host
+//! copy cannot keep, and brings route status back with the tenant's own parentRefs.
+//!
+//! All host copies share one host namespace, so a Gateway's `allowedRoutes.namespaces` becomes
+//! `from: Same` there: only this virtual cluster's routes can attach to its Gateways. Whether
+//! a route may attach across virtual namespaces is decided in the virtual cluster first
+//! ([`attachment_refused`]). ReferenceGrants are not synced, so a reference into another
+//! namespace (a backend, a certificate) is refused rather than silently granted on the host.
+
+use serde_json::{Value, json};
+
+use super::{Target, TranslateError};
+
+/// The Gateway API group.
+pub const GROUP: &str = "gateway.networking.k8s.io";
+
+/// A Gateway API kind synced to the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Gateway,
+    HttpRoute,
+    GrpcRoute,
+}
+
+impl Kind {
+    /// The kind whose references are translated, for resource `plural` of `group` (whether
+    /// a `sync.toHost` field or a `customResources` entry asks for it).
+    pub fn of(group: &str, plural: &str) -> Option<Kind> {
+        match (group, plural) {
+            (GROUP, "gateways") => Some(Kind::Gateway),
+            (GROUP, "httproutes") => Some(Kind::HttpRoute),
+            (GROUP, "grpcroutes") => Some(Kind::GrpcRoute),
+            _ => None,
+        }
+    }
+}
+
+/// A Service a translated route sends traffic to: the field naming it and its virtual
+/// namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceRef {
+    pub field: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// A Gateway a route attaches to: the field, and the Gateway's virtual namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParentRef {
+    pub field: String,
+    pub namespace: String,
+    pub name: String,
+    pub section: Option<String>,
+}
+
+fn refused(field: &str, why: impl Into<String>) -> TranslateError {
+    TranslateError::RefNotPermitted {
+        field: field.to_string(),
+        why: why.into(),
+    }
+}
+
+fn text<'a>(r: &'a Value, key: &str) -> Option<&'a str> {
+    r.get(key).and_then(Value::as_str)
+}
+
+/// The elements of the list at `key` of `parent`, with their index.
+fn items<'a>(parent: &'a mut Value, key: &str) -> impl Iterator<Item = (usize, &'a mut Value)> {
+    parent
+        .get_mut(key)
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .enumerate()
+}
+
+/// Rewrites a reference to a core-group `kind` (Secret, Service) in `namespace` to its host
+/// copy and returns the virtual name; refuses other kinds and other namespaces.
+fn local_ref(
+    r: &mut Value,
+    field: &str,
+    kind: &str,
+    namespace: &str,
+    target: &Target,
+) -> Result<String, TranslateError> {
+    let (group, actual) = (
+        text(r, "group").unwrap_or(""),
+        text(r, "kind").unwrap_or(kind),
+    );
+    if !group.is_empty() || actual != kind {
+        return Err(refused(
+            field,
+            format!(
+                "names a {actual} of group {group:?}; only core {kind}s can be translated to the host, so name a {kind}"
+            ),
+        ));
+    }
+    let name = text(r, "name")
+        .ok_or_else(|| refused(field, "has no name"))?
+        .to_string();
+    if let Some(other) = text(r, "namespace").filter(|n| *n != namespace) {
+        return Err(refused(
+            field,
+            format!(
+                "names {kind} {other}/{name} in another namespace; ReferenceGrants are not synced, so use a {kind} in {namespace}"
+            ),
+        ));
+    }
+    if let Some(obj) = r.as_object_mut() {
+        obj.remove("namespace");
+        obj.insert("name".into(), json!(target.host_name(&name, namespace)));
+    }
+    Ok(name)
+}
+
+/// The Gateway a parentRef names, as the tenant wrote it; refuses parents that are not
+/// Gateways (mesh Services are not synced).
+fn parent_of(r: &Value, field: &str, namespace: &str) -> Result<ParentRef, TranslateError> {
+    let (group, kind) = (
+        text(r, "group").unwrap_or(GROUP),
+        text(r, "kind").unwrap_or("Gateway"),
+    );
+    if group != GROUP || kind != "Gateway" {
+        return Err(refused(
+            field,
+            format!(
+                "names a {kind} of group {group:?}; only Gateways can be parents of a synced route"
+            ),
+        ));
+    }
+    Ok(ParentRef {
+        field: field.to_string(),
+        namespace: text(r, "namespace").unwrap_or(namespace).to_string(),
+        name: text(r, "name")
+            .ok_or_else(|| refused(field, "has no name"))?
+            .to_string(),
+        section: text(r, "sectionName").map(String::from),
+    })
+}
+
+/// The host form of one parentRef: the host Gateway's name, and the host namespace where the
+/// tenant named a namespace.
+fn host_parent_ref(r: &Value, parent: &ParentRef, target: &Target) -> Value {
+    let mut host = r.clone();
+    host["name"] = json!(target.host_name(&parent.name, &parent.namespace));
+    if r.get("namespace").is_some() {
+        host["namespace"] = json!(target.host_namespace);
+    }
+    host
+}
+
+/// The Gateways route `spec` (in `namespace`) attaches to.
+pub fn parents(spec: &Value, namespace: &str) -> Result<Vec<ParentRef>, TranslateError> {
+    spec.get("parentRefs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, r)| parent_of(r, &format!("spec.parentRefs[{i}]"), namespace))
+        .collect()
+}
+
+/// Rewrites the Service references of a route's filters (request mirrors); refuses
+/// extension filters, whose objects have no host copy.
+fn host_filters(
+    holder: &mut Value,
+    field: &str,
+    namespace: &str,
+    target: &Target,
+    services: &mut Vec<ServiceRef>,
+) -> Result<(), TranslateError> {
+    for (k, filter) in items(holder, "filters") {
+        let field = format!("{field}.filters[{k}]");
+        if filter.get("extensionRef").is_some() {
+            return Err(refused(
+                &format!("{field}.extensionRef"),
+                "names an implementation object that has no host copy; remove the filter",
+            ));
+        }
+        if let Some(r) = filter.pointer_mut("/requestMirror/backendRef") {
+            let field = format!("{field}.requestMirror.backendRef");
+            let name = local_ref(r, &field, "Service", namespace, target)?;
+            services.push(ServiceRef {
+                field,
+                namespace: namespace.to_string(),
+                name,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Rewrites route `spec` (HTTPRoute or GRPCRoute, in `namespace`) for the host and returns
+/// the Services it sends to.
+fn host_route(
+    spec: &mut Value,
+    namespace: &str,
+    target: &Target,
+) -> Result<Vec<ServiceRef>, TranslateError> {
+    let parents = parents(spec, namespace)?;
+    for ((_, r), parent) in items(spec, "parentRefs").zip(&parents) {
+        *r = host_parent_ref(r, parent, target);
+    }
+    let mut services = Vec::new();
+    for (i, rule) in items(spec, "rules") {
+        let field = format!("spec.rules[{i}]");
+        host_filters(rule, &field, namespace, target, &mut services)?;
+        for (j, backend) in items(rule, "backendRefs") {
+            let field = format!("{field}.backendRefs[{j}]");
+            let name = local_ref(backend, &field, "Service", namespace, target)?;
+            host_filters(backend, &field, namespace, target, &mut services)?;
+            services.push(ServiceRef {
+                field,
+                namespace: namespace.to_string(),
+                name,
+            });
+        }
+    }
+    Ok(services)
+}
+
+/// Rewrites Gateway `spec` (in `namespace`) for the host: certificate Secrets are the host
+/// copies, routes may attach from the host namespace only.
+fn host_gateway(spec: &mut Value, namespace: &str, target: &Target) -> Result<(), TranslateError> {
+    for (field, pointer) in [
+        (
+            "spec.infrastructure.parametersRef",
+            "/infrastructure/parametersRef",
+        ),
+        ("spec.tls.frontend", "/tls/frontend"),
+    ] {
+        if spec.pointer(pointer).is_some() {
+            return Err(refused(
+                field,
+                "names objects (implementation parameters, CA ConfigMaps) that have no host copy; remove it",
+            ));
+        }
+    }
+    if let Some(r) = spec.pointer_mut("/tls/backend/clientCertificateRef") {
+        local_ref(
+            r,
+            "spec.tls.backend.clientCertificateRef",
+            "Secret",
+            namespace,
+            target,
+        )?;
+    }
+    for (i, listener) in items(spec, "listeners") {
+        if let Some(tls) = listener.get_mut("tls") {
+            for (j, r) in items(tls, "certificateRefs") {
+                let field = format!("spec.listeners[{i}].tls.certificateRefs[{j}]");
+                local_ref(r, &field, "Secret", namespace, target)?;
+            }
+        }
+        if let Some(namespaces) = listener.pointer_mut("/allowedRoutes/namespaces") {
+            *namespaces = json!({ "from": "Same" });
+        }
+    }
+    Ok(())
+}
+
+/// Rewrites the spec of `kind` object in virtual `namespace` for its host copy; returns the
+/// Services it sends traffic to (none for a Gateway).
+pub fn host_spec(
+    kind: Kind,
+    spec: &mut Value,
+    namespace: &str,
+    target: &Target,
+) -> Result<Vec<ServiceRef>, TranslateError> {
+    match kind {
+        Kind::Gateway => host_gateway(spec, namespace, target).map(|()| Vec::new()),
+        Kind::HttpRoute | Kind::GrpcRoute => host_route(spec, namespace, target),
+    }
+}
+
+/// The Secrets Gateway `spec` (in `namespace`) serves, by virtual name.
+pub fn certificate_secrets(spec: &Value, namespace: &str) -> Vec<String> {
+    let listeners = spec.get("listeners").and_then(Value::as_array);
+    let refs = listeners
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l.pointer("/tls/certificateRefs").and_then(Value::as_array))
+        .flatten()
+        .chain(spec.pointer("/tls/backend/clientCertificateRef"));
+    refs.filter(|r| text(r, "group").unwrap_or("").is_empty())
+        .filter(|r| text(r, "kind").unwrap_or("Secret") == "Secret")
+        .filter(|r| text(r, "namespace").is_none_or(|n| n == namespace))
+        .filter_map(|r| text(r, "name").map(String::from))
+        .collect()
+}
+
+/// The status the virtual object shows, from its host copy's `status`: a Gateway's as it is;
+/// a route's parents with the parentRefs the tenant wrote (`virt_spec`), leaving out parents
+/// the tenant did not name.
+pub fn virtual_status(
+    kind: Kind,
+    status: &Value,
+    virt_spec: &Value,
+    namespace: &str,
+    target: &Target,
+) -> Value {
+    if kind == Kind::Gateway {
+        return status.clone();
+    }
+    let virtual_refs: Vec<&Value> = virt_spec
+        .get("parentRefs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .collect();
+    let back = |host_ref: &Value| -> Option<Value> {
+        virtual_refs.iter().enumerate().find_map(|(i, r)| {
+            let parent = parent_of(r, &format!("spec.parentRefs[{i}]"), namespace).ok()?;
+            (&host_parent_ref(r, &parent, target) == host_ref).then(|| (*r).clone())
+        })
+    };
+    let mut status = status.clone();
+    if let Some(list) = status.get_mut("parents").and_then(Value::as_array_mut) {
+        list.retain_mut(|p| match p.get("parentRef").and_then(back) {
+            Some(r) => {
+                p["parentRef"] = r;
+                true
+            }
+            None => false,
+        });
+    }
+    status
+}
+
+/// Why route namespace `route_ns` may not attach to Gateway `gateway` (its virtual spec, in
+/// `parent.namespace`) through `parent`, per the listeners' `allowedRoutes.namespaces`;
+/// `labels_match` says whether the route's namespace matches a listener's selector.
+pub fn attachment_refused(
+    gateway: &Value,
+    parent: &ParentRef,
+    route_ns: &str,
+    labels_match: impl Fn(&Value) -> bool,
+) -> Option<TranslateError> {
+    let listeners = gateway.get("listeners").and_then(Value::as_array);
+    let allowed = listeners
+        .into_iter()
+        .flatten()
+        .filter(|l| {
+            parent
+                .section
+                .as_deref()
+                .is_none_or(|s| text(l, "name") == Some(s))
+        })
+        .any(|l| {
+            let namespaces = l.pointer("/allowedRoutes/namespaces");
+            match namespaces.and_then(|n| text(n, "from")).unwrap_or("Same") {
+                "All" => true,
+                "Selector" => namespaces
+                    .and_then(|n| n.get("selector"))
+                    .is_some_and(&labels_match),
+                _ => route_ns == parent.namespace,
+            }
+        });
+    (!allowed).then(|| {
+        refused(
+            &parent.field,
+            format!(
+                "names Gateway {}/{}, whose listeners{} do not allow routes from namespace {route_ns} (allowedRoutes.namespaces); allow it there, or move the route",
+                parent.namespace,
+                parent.name,
+                parent.section.as_ref().map(|s| format!(" ({s})")).unwrap_or_default(),
+            ),
+        )
+    })
+}
+
+#[cfg(test)]
+#[path = "gateway_tests.rs"]
+mod tests;

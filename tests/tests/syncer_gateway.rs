@@ -1,0 +1,199 @@
+//! Gateway API sync through the syncer as a real process on the operator's ServiceAccount,
+//! against the bed's host with the Gateway API CRDs (`tests/testbed/gateway-api.sh`): tenant
+//! Gateways and routes reach the host with translated names and references, host
+//! GatewayClasses reach the tenant, status comes back, deletes follow, and a route to a
+//! missing Service gets an event naming it. No Gateway controller runs: the test writes the
+//! status one would.
+
+use std::process::Command;
+
+use kube::{
+    Api,
+    api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
+};
+use serde_json::{Value, json};
+use vnest_tests::tenant::{TIMEOUT, Tenant, absent, present, setup, warning_about};
+use vnest_tests::wait;
+
+fn resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: "gateway.networking.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "gateway.networking.k8s.io/v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+fn host_api(s: &Tenant, r: &ApiResource) -> Api<DynamicObject> {
+    Api::namespaced_with(s.host.clone(), &s.ns.name, r)
+}
+
+fn virt_api(s: &Tenant, r: &ApiResource) -> Api<DynamicObject> {
+    Api::namespaced_with(s.virt.clone(), &s.vns.name, r)
+}
+
+async fn create(api: &Api<DynamicObject>, body: Value) {
+    let obj: DynamicObject = serde_json::from_value(body).unwrap();
+    wait::until("virtual create", TIMEOUT, || async {
+        api.create(&PostParams::default(), &obj)
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await;
+}
+
+/// A tenant's Gateway, HTTPRoute and GRPCRoute reach the host with host names in every
+/// reference, a host GatewayClass reaches the tenant, the route status a controller writes on
+/// the host comes back with the tenant's parentRef, a missing backend Service gets an event
+/// naming the field, and deleting the virtual route deletes its host copy.
+#[tokio::test]
+async fn gateway_api_objects_round_trip() {
+    let env_file = std::env::var("VNEST_TESTBED_ENV").expect("VNEST_TESTBED_ENV");
+    let out = Command::new("bash")
+        .args(["../tests/testbed/gateway-api.sh", &env_file])
+        .output()
+        .or_else(|_| {
+            Command::new("bash")
+                .args(["tests/testbed/gateway-api.sh", &env_file])
+                .output()
+        })
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = setup(
+        "res-gw",
+        json!({ "sync": {
+            "toHost": { "gateways": { "enabled": true }, "httpRoutes": { "enabled": true },
+                        "grpcRoutes": { "enabled": true } },
+            "fromHost": { "gatewayClasses": { "enabled": true } },
+        } }),
+    )
+    .await;
+    let class = resource("GatewayClass", "gatewayclasses");
+    let class_name = format!("{}-shared", s.ns.name);
+    let host_classes: Api<DynamicObject> = Api::all_with(s.host.clone(), &class);
+    let body: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+        "metadata": { "name": class_name },
+        "spec": { "controllerName": "example.com/gateway" },
+    }))
+    .unwrap();
+    host_classes
+        .create(&PostParams::default(), &body)
+        .await
+        .unwrap();
+    let _syncer = s.start_syncer();
+
+    let virt_classes: Api<DynamicObject> = Api::all_with(s.virt.clone(), &class);
+    wait::until("virtual GatewayClass", TIMEOUT, || async {
+        present(&virt_classes, &class_name).await
+    })
+    .await;
+
+    let (gw, http, grpc) = (
+        resource("Gateway", "gateways"),
+        resource("HTTPRoute", "httproutes"),
+        resource("GRPCRoute", "grpcroutes"),
+    );
+    create(&virt_api(&s, &gw), json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": { "name": "web" },
+        "spec": { "gatewayClassName": class_name, "listeners": [
+            { "name": "https", "protocol": "HTTPS", "port": 443,
+              "tls": { "certificateRefs": [{ "name": "tls" }] },
+              "allowedRoutes": { "namespaces": { "from": "All" } } }
+        ] },
+    })).await;
+    let route = |kind: &str, name: &str, service: &str| {
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": kind, "metadata": { "name": name },
+            "spec": { "parentRefs": [{ "name": "web" }],
+                      "rules": [{ "backendRefs": [{ "name": service, "port": 80 }] }] },
+        })
+    };
+    create(&virt_api(&s, &http), route("HTTPRoute", "shop", "web")).await;
+    create(&virt_api(&s, &grpc), route("GRPCRoute", "rpc", "web")).await;
+    create(&virt_api(&s, &http), route("HTTPRoute", "lost", "nope")).await;
+
+    let host_gw = wait::until("host Gateway", TIMEOUT, || async {
+        present(&host_api(&s, &gw), s.host_name("web")).await
+    })
+    .await;
+    let listener = &host_gw.data["spec"]["listeners"][0];
+    assert_eq!(
+        listener["tls"]["certificateRefs"][0]["name"],
+        json!(s.host_name("tls"))
+    );
+    assert_eq!(listener["allowedRoutes"]["namespaces"]["from"], "Same");
+    assert_eq!(host_gw.data["spec"]["gatewayClassName"], json!(class_name));
+    for (r, name) in [(&http, "shop"), (&grpc, "rpc")] {
+        let host = wait::until("host route", TIMEOUT, || async {
+            present(&host_api(&s, r), s.host_name(name)).await
+        })
+        .await;
+        assert_eq!(
+            host.data["spec"]["parentRefs"][0]["name"],
+            json!(s.host_name("web"))
+        );
+        assert_eq!(
+            host.data["spec"]["rules"][0]["backendRefs"][0]["name"],
+            json!(s.host_name("web"))
+        );
+    }
+
+    let event = warning_about(&s, "lost").await;
+    let note = event.message.unwrap_or_default();
+    assert!(
+        note.contains("spec.rules[0].backendRefs[0]") && note.contains("nope"),
+        "{note}"
+    );
+    wait::until(
+        "host copy of the route to a missing Service",
+        TIMEOUT,
+        || async { present(&host_api(&s, &http), s.host_name("lost")).await },
+    )
+    .await;
+
+    // The status a controller writes on the host copy comes back with the tenant's parentRef.
+    let status = json!({ "status": { "parents": [{
+        "parentRef": { "name": s.host_name("web") },
+        "controllerName": "example.com/gateway",
+        "conditions": [{ "type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+                         "lastTransitionTime": "2026-01-01T00:00:00Z" }],
+    }] } });
+    host_api(&s, &http)
+        .patch_status(
+            &s.host_name("shop"),
+            &PatchParams::default(),
+            &Patch::Merge(status),
+        )
+        .await
+        .unwrap();
+    wait::until("route status back", TIMEOUT, || async {
+        let v = present(&virt_api(&s, &http), "shop").await?;
+        let parent = &v.data["status"]["parents"][0];
+        (parent["parentRef"]["name"] == "web"
+            && parent["parentRef"].get("namespace").is_none()
+            && parent["conditions"][0]["type"] == "Accepted")
+            .then_some(())
+            .ok_or(format!("{}", v.data["status"]))
+    })
+    .await;
+
+    virt_api(&s, &http)
+        .delete("shop", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait::until("host route gone", TIMEOUT, || async {
+        absent(&host_api(&s, &http), s.host_name("shop")).await
+    })
+    .await;
+    host_classes
+        .delete(&class_name, &DeleteParams::default())
+        .await
+        .unwrap();
+    s.teardown().await;
+}
