@@ -4,7 +4,7 @@
 
 mod token;
 
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod, Service};
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod, PodSpec, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     Api, ResourceExt,
@@ -21,12 +21,17 @@ use crate::{
         placement::Placement,
         pod::{
             PodEnv, TokenDelivery, host_pod, patch_host_pod, requested_node, requested_tokens,
-            virtual_status,
+            updated_spec, virtual_status,
         },
         pod_security,
     },
 };
 use token::Tokens;
+
+/// The live host pod's spec with `desired`'s changes to its mutable fields, if any.
+fn spec_update(actual: &Pod, desired: &Pod) -> Option<PodSpec> {
+    updated_spec(actual.spec.as_ref()?, desired.spec.as_ref()?)
+}
 
 /// Port of the virtual API server's host Service (443 → the proxy's 8443).
 const API_SERVICE_PORT: i32 = 443;
@@ -230,15 +235,16 @@ impl Syncer for Pods {
         })
     }
 
-    /// A pod's spec is immutable once created: only its labels and annotations follow.
+    /// A created pod's spec is immutable but for a few fields ([`updated_spec`]): those, its
+    /// labels and its annotations follow.
     fn needs_update(&self, actual: &Pod, desired: &Pod) -> bool {
-        !metadata_covers(actual, desired)
+        !metadata_covers(actual, desired) || spec_update(actual, desired).is_some()
     }
 
     fn update_body(&self, actual: &Pod, desired: Pod) -> Pod {
         Pod {
+            spec: spec_update(actual, &desired).or_else(|| actual.spec.clone()),
             metadata: desired.metadata,
-            spec: actual.spec.clone(),
             status: None,
         }
     }

@@ -1,9 +1,11 @@
 //! Pods: the host copy of a virtual pod, every reference inside it renamed into the host
 //! namespace, and the host pod's status as the virtual pod shows it. The renaming of
-//! references ([`references`]), the service-account token ([`token`]) and what the pod's
-//! environment tells it about itself ([`env`]) have their own modules.
+//! references ([`references`]), the service-account token ([`token`]), what the pod's
+//! environment tells it about itself ([`env`]) and the fields a created pod may still change
+//! ([`mutable`]) have their own modules.
 
 mod env;
+mod mutable;
 mod references;
 mod token;
 
@@ -11,6 +13,7 @@ use k8s_openapi::api::core::v1::{Pod, PodDNSConfig, PodDNSConfigOption, PodSpec,
 use vnest_crds::meta::ANNOTATION_TOKEN_RENEW_AT;
 use vnest_crds::patch::PodPatches;
 
+pub use mutable::updated_spec;
 pub use references::{References, references};
 pub use token::{ANNOTATION_TOKEN, TOKEN_KEY, TokenDelivery, requested_tokens};
 
