@@ -108,6 +108,7 @@ async fn conformance_subset_passes_in_a_virtual_cluster() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// Spec names are escaped so the focus regex matches exactly that spec.
 #[test]
 fn spec_names_are_escaped_for_the_focus() {
     assert_eq!(
@@ -116,6 +117,7 @@ fn spec_names_are_escaped_for_the_focus() {
     );
 }
 
+/// The JUnit report's test cases are read with their names unescaped and their pass/fail status.
 #[test]
 fn junit_testcases_are_read_with_their_status() {
     let report = r#"<testsuite><testcase name="[It] [sig-x] it&#39;s fine [Conformance]" status="passed" time="1"></testcase>

@@ -93,6 +93,8 @@ async fn create_policy(client: &Client, namespace: &str, suffix: &str, mut spec:
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
+/// A VirtualCluster outside its policy's bounds is refused with the policy and the field named,
+/// and nothing is made for it.
 #[tokio::test]
 async fn a_virtual_cluster_outside_its_policy_is_refused_naming_policy_and_field() {
     let g = Governed::start(
@@ -149,6 +151,8 @@ async fn a_virtual_cluster_outside_its_policy_is_refused_naming_policy_and_field
     g.teardown().await;
 }
 
+/// A policy's defaults fill what the spec leaves out, and the extra syncer rules it allows reach
+/// the syncer's Role.
 #[tokio::test]
 async fn policy_defaults_fill_the_spec_and_its_allowed_extra_rules_are_granted() {
     let g = Governed::start(
@@ -232,6 +236,7 @@ async fn policy_defaults_fill_the_spec_and_its_allowed_extra_rules_are_granted()
     g.teardown().await;
 }
 
+/// Two policies selecting one VirtualCluster refuse it, naming both, until one of them is deleted.
 #[tokio::test]
 async fn overlapping_policies_refuse_naming_both_until_one_goes() {
     let g = Governed::start(
@@ -259,6 +264,7 @@ async fn overlapping_policies_refuse_naming_both_until_one_goes() {
     g.teardown().await;
 }
 
+/// Editing a policy re-reconciles every VirtualCluster it governs.
 #[tokio::test]
 async fn a_policy_edit_re_reconciles_the_virtual_clusters_it_governs() {
     let g = Governed::start("pol-edit", &[("edited", json!({}))]).await;
