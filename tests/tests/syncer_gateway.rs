@@ -13,7 +13,7 @@ use kube::{
 };
 use serde_json::{Value, json};
 use vnest_tests::tenant::{TIMEOUT, Tenant, absent, present, setup, warning_about};
-use vnest_tests::wait;
+use vnest_tests::{bed::repo_root, wait};
 
 fn resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource {
@@ -51,13 +51,9 @@ async fn create(api: &Api<DynamicObject>, body: Value) {
 async fn gateway_api_objects_round_trip() {
     let env_file = std::env::var("VNEST_TESTBED_ENV").expect("VNEST_TESTBED_ENV");
     let out = Command::new("bash")
-        .args(["../tests/testbed/gateway-api.sh", &env_file])
+        .arg(repo_root().join("tests/testbed/gateway-api.sh"))
+        .arg(&env_file)
         .output()
-        .or_else(|_| {
-            Command::new("bash")
-                .args(["tests/testbed/gateway-api.sh", &env_file])
-                .output()
-        })
         .unwrap();
     assert!(
         out.status.success(),
