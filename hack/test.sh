@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-for tool in cargo go openssl curl flock iptables socat conntrack gcc pkg-config; do
+for tool in cargo go openssl curl flock iptables socat conntrack gcc pkg-config objcopy; do
   command -v "$tool" >/dev/null || { echo "hack/test.sh: '$tool' is required but not installed (bash .ci/run installs it)" >&2; exit 1; }
 done
 

@@ -87,12 +87,19 @@ mkdir -p "$out"
 say() { echo "[testbed images] $*" >&2; }
 
 # Copies FILE into ROOT at PATH, with every shared library it links (as ldd resolves them) at the
-# same path, so a dynamically linked binary runs in an image with no distribution inside.
-add_file() { # root src dst
-  local root=$1 src=$2 dst=$3 lib
+# same path, so a dynamically linked binary runs in an image with no distribution inside. A
+# workspace binary loses its debug sections on the way (a debug syncer is ~450 MB, ~40 MB
+# without them; its symbols stay, so panics still name functions): every image is stored four
+# times over (archive, blob, containerd's content store and snapshot).
+add_file() { # root src dst strip-debug(yes|no)
+  local root=$1 src=$2 dst=$3 strip=$4 lib
   [ -x "$src" ] || { echo "images.sh: $src is missing (build it first: cargo build --workspace --bins)" >&2; exit 1; }
   mkdir -p "$root$(dirname "$dst")"
-  cp -L "$src" "$root$dst"
+  if [ "$strip" = yes ]; then
+    objcopy --strip-debug "$src" "$root$dst"
+  else
+    cp -L "$src" "$root$dst"
+  fi
   if ldd "$src" >/dev/null 2>&1; then
     for lib in $(ldd "$src" | grep -o '/[^ ]*'); do
       mkdir -p "$root$(dirname "$lib")"
@@ -105,23 +112,26 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 
 # Writes the OCI archive of one image to $out/<slug>.tar; prints its manifest digest.
 build_image() { # ref user entrypoint cmd files
-  local ref=$1 user=$2 entrypoint=$3 cmd=$4 files=$5 work root f src dst
+  local ref=$1 user=$2 entrypoint=$3 cmd=$4 files=$5 root f src dst strip
   work=$(mktemp -d)
+  # build_image runs in a subshell: its scratch (a global, so the trap still sees it) goes
+  # however the subshell ends, a full disk included.
+  trap 'rm -rf "$work"' EXIT
   root=$work/rootfs
   mkdir -p "$root/tmp" "$root/etc" "$work/oci/blobs/sha256"
   chmod 1777 "$root/tmp"
   printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$root/etc/passwd"
   printf 'root:x:0:\nnonroot:x:65532:\n' >"$root/etc/group"
   for f in $files; do
-    src=${f%%:*} dst=${f#*:}
+    src=${f%%:*} dst=${f#*:} strip=no
     case $src in
       BED/*) src=$BED/${src#BED/} ;;
       NODE/*) src=$NODE/${src#NODE/} ;;
       ADDONS/*) src=$ADDONS/${src#ADDONS/} ;;
-      CARGO/*) src=$CARGO/${src#CARGO/} ;;
+      CARGO/*) src=$CARGO/${src#CARGO/} strip=yes ;;
       E2E/*) src=$E2E/${src#E2E/} ;;
     esac
-    add_file "$root" "$src" "$dst"
+    add_file "$root" "$src" "$dst" "$strip"
   done
   tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$root" -cf "$work/layer.tar" .
   local layer layer_size config config_size manifest manifest_size
