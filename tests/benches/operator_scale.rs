@@ -164,10 +164,7 @@ async fn settled_writes(op: &OperatorProcess, quiet: Duration) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let n: usize = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(200);
+    let n: usize = vnest_tests::measure::size_arg(200);
     let binary = std::env::var("VNEST_OPERATOR_BIN")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| vnest_tests::bed::repo_root().join("target/release/vnest-operator"));

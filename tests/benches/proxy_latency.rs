@@ -21,10 +21,13 @@ use serde_json::json;
 use vnest_tests::{
     OperatorProcess, SyncerProcess, TestNamespace, bed, crd,
     fixtures::{create_virtual_cluster, free_port},
-    measure::{peak_rss_mib, percentile},
+    measure::{peak_rss_mib, report_ms},
     syncer::SyncerWiring,
     wait,
 };
+
+/// Width of the label column of the latency report.
+const LABEL_WIDTH: usize = 34;
 
 const CONCURRENCY: usize = 16;
 
@@ -53,17 +56,6 @@ async fn concurrent(client: &Client, name: &str, n: usize) -> (Vec<Duration>, Du
     (out, start.elapsed())
 }
 
-fn report(label: &str, values: &[Duration]) -> Duration {
-    let ms = |p| percentile(values.to_vec(), p).as_secs_f64() * 1000.0;
-    println!(
-        "  {label:<34} p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms",
-        ms(0.5),
-        ms(0.9),
-        ms(0.99)
-    );
-    percentile(values.to_vec(), 0.5)
-}
-
 async fn renew_time(leases: &Api<Lease>) -> Option<String> {
     let lease = leases.get_opt("vc-activity").await.ok()??;
     Some(format!("{:?}", lease.spec?.renew_time?))
@@ -71,10 +63,7 @@ async fn renew_time(leases: &Api<Lease>) -> Option<String> {
 
 #[tokio::main]
 async fn main() {
-    let n: usize = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(1000);
+    let n: usize = vnest_tests::measure::size_arg(1000);
     let host = bed().host().await;
     crd::install(&host).await;
     let ns = TestNamespace::create(&host, "px-bench").await;
@@ -128,15 +117,24 @@ async fn main() {
     let ran = started.elapsed();
 
     println!("proxy_latency N={n} (GET namespace)");
-    let d = report("direct, one at a time", &direct_seq);
-    let p = report("through the proxy, one at a time", &proxied_seq);
+    let d = report_ms("direct, one at a time", LABEL_WIDTH, &direct_seq);
+    let p = report_ms(
+        "through the proxy, one at a time",
+        LABEL_WIDTH,
+        &proxied_seq,
+    );
     println!(
         "  proxy adds                         p50 {:.2} ms",
         (p.as_secs_f64() - d.as_secs_f64()) * 1000.0
     );
-    report(&format!("direct, {CONCURRENCY} at a time"), &direct_par);
-    report(
+    report_ms(
+        &format!("direct, {CONCURRENCY} at a time"),
+        LABEL_WIDTH,
+        &direct_par,
+    );
+    report_ms(
         &format!("through the proxy, {CONCURRENCY} at a time"),
+        LABEL_WIDTH,
         &proxied_par,
     );
     let rate = |took: Duration| n as f64 / took.as_secs_f64();

@@ -85,10 +85,7 @@ fn distro(extra_args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
 
 #[tokio::main]
 async fn main() {
-    let idle: u64 = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(300);
+    let idle: u64 = vnest_tests::measure::size_arg(300);
     let node = real_node();
     let fixtures::Setup {
         client,

@@ -99,10 +99,7 @@ fn latencies(from: &Seen, to: &Seen) -> Vec<Duration> {
 
 #[tokio::main]
 async fn main() {
-    let n: usize = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(1000);
+    let n: usize = vnest_tests::measure::size_arg(1000);
     let host = bed().host().await;
     crd::install(&host).await;
     let ns = TestNamespace::create(&host, "sy-bench").await;

@@ -21,10 +21,13 @@ use kube::{
 };
 use serde_json::json;
 use vnest_tests::{
-    measure::{peak_rss_mib, percentile},
+    measure::{peak_rss_mib, report_ms},
     tenant::{TIMEOUT, setup},
     wait,
 };
+
+/// Width of the label column of the latency report.
+const LABEL_WIDTH: usize = 44;
 
 fn flunders() -> ApiResource {
     ApiResource {
@@ -44,16 +47,6 @@ fn flunder(name: &str) -> DynamicObject {
     .expect("flunder JSON")
 }
 
-fn report(label: &str, values: &[Duration]) {
-    let ms = |p| percentile(values.to_vec(), p).as_secs_f64() * 1000.0;
-    println!(
-        "  {label:<44} p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms",
-        ms(0.5),
-        ms(0.9),
-        ms(0.99)
-    );
-}
-
 async fn timed_creates(
     api: &Api<DynamicObject>,
     names: &[String],
@@ -71,10 +64,7 @@ async fn timed_creates(
 
 #[tokio::main]
 async fn main() {
-    let n: usize = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(300);
+    let n: usize = vnest_tests::measure::size_arg(300);
     let spec = json!({ "sync": { "toHost": { "customResources": {
         "flunders.wardle.example.com/v1beta1": { "enabled": true },
     } } } });
@@ -142,9 +132,21 @@ async fn main() {
         .await
         .unwrap_or(-1.0);
 
-    report("tenant create, written through (proxy)", &through);
-    report("host create, direct (the extension server)", &direct);
-    report("tenant create the host rejects (rolled back)", &rejected);
+    report_ms(
+        "tenant create, written through (proxy)",
+        LABEL_WIDTH,
+        &through,
+    );
+    report_ms(
+        "host create, direct (the extension server)",
+        LABEL_WIDTH,
+        &direct,
+    );
+    report_ms(
+        "tenant create the host rejects (rolled back)",
+        LABEL_WIDTH,
+        &rejected,
+    );
     println!("  host writes per written-through flunder: {per_object:.2}");
     println!("  host writes in 30 s idle: {idle}");
     println!("  rollback failures: {failures}");

@@ -1,6 +1,29 @@
-//! What the benchmarks report: percentiles of latencies and a process's peak RSS.
+//! What the benchmarks report: percentiles of latencies and a process's peak RSS; and the
+//! one number a benchmark takes on its command line.
 
-use std::time::Duration;
+use std::{str::FromStr, time::Duration};
+
+/// The benchmark's size (`cargo bench ... -- 300`): its first argument that parses, else
+/// `default` (cargo passes `--bench` and filters too, so the others are skipped).
+pub fn size_arg<T: FromStr>(default: T) -> T {
+    std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Prints p50/p90/p99 of `values` in milliseconds after `label` padded to `width`; returns
+/// the p50.
+pub fn report_ms(label: &str, width: usize, values: &[Duration]) -> Duration {
+    let ms = |p| percentile(values.to_vec(), p).as_secs_f64() * 1000.0;
+    println!(
+        "  {label:<width$} p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms",
+        ms(0.5),
+        ms(0.9),
+        ms(0.99)
+    );
+    percentile(values.to_vec(), 0.5)
+}
 
 /// The `p` quantile (0.0–1.0) of `values`, nearest rank; zero for none.
 pub fn percentile(mut values: Vec<Duration>, p: f64) -> Duration {
