@@ -32,30 +32,30 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Runs `command` to its end: its stdout, or a panic naming it with its stderr (for the bed's
+/// own scripts and tools, which must work for a test to mean anything).
+pub fn run(command: &mut Command) -> String {
+    let out = command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{command:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn start() -> TestBed {
     // hack/test.sh starts the bed once for every test binary and owns its lifetime.
     if let Ok(env_file) = std::env::var("VNEST_TESTBED_ENV") {
         return read_env(&env_file);
     }
-    let script = repo_root().join("tests/testbed/up.sh");
-    let output = Command::new("bash")
-        .arg(&script)
+    let stdout = run(Command::new("bash")
+        .arg(repo_root().join("tests/testbed/up.sh"))
         .arg("--owner-pid")
-        .arg(std::process::id().to_string())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    assert!(
-        output.status.success(),
-        "the test bed did not start ({}):\n{}",
-        script.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let env_file = String::from_utf8_lossy(&output.stdout)
-        .trim()
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .to_string();
+        .arg(std::process::id().to_string()));
+    let env_file = stdout.trim().lines().last().unwrap_or_default().to_string();
     read_env(&env_file)
 }
 
@@ -100,17 +100,10 @@ impl TestBed {
     /// again with the same command line (`tests/testbed/restart.sh`), as a crash and a
     /// supervisor's restart would.
     pub fn restart(&self, name: &str) {
-        let out = Command::new("bash")
+        run(Command::new("bash")
             .arg(repo_root().join("tests/testbed/restart.sh"))
             .arg(name)
-            .env("VNEST_TESTBED_DIR", self.var("VNEST_TESTBED_DIR"))
-            .output()
-            .expect("run restart.sh");
-        assert!(
-            out.status.success(),
-            "restart.sh {name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .env("VNEST_TESTBED_DIR", self.var("VNEST_TESTBED_DIR")));
     }
 
     /// A client of the host cluster. Make one per test: clients are bound to their runtime.

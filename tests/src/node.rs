@@ -16,7 +16,11 @@ use kube::{
 };
 use serde_json::{Value, json};
 
-use crate::{bed, bed::repo_root, wait};
+use crate::{
+    bed,
+    bed::{repo_root, run},
+    wait,
+};
 
 /// The uid:gid every vnest image runs as; the data volume must be writable for it.
 pub const IMAGE_USER: u32 = 65532;
@@ -48,18 +52,9 @@ pub fn real_node() -> RealNode {
 fn import_images() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
-        let script = repo_root().join("tests/testbed/images.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .env("VNEST_TESTBED_DIR", bed().var("VNEST_TESTBED_DIR"))
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-        assert!(
-            out.status.success(),
-            "{} failed:\n{}",
-            script.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        run(Command::new("bash")
+            .arg(repo_root().join("tests/testbed/images.sh"))
+            .env("VNEST_TESTBED_DIR", bed().var("VNEST_TESTBED_DIR")));
     });
 }
 
@@ -77,29 +72,20 @@ pub struct LocalImage {
 
 /// Every image images.sh builds (without building them).
 pub fn local_images() -> Vec<LocalImage> {
-    let script = repo_root().join("tests/testbed/images.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg("--list")
-        .output()
-        .expect("images.sh --list");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let mut parts = l.split(' ');
-            Some(LocalImage {
-                reference: parts.next()?.to_string(),
-                entrypoint: parts.next()?.to_string(),
-                user: parts.next()?.to_string(),
-                files: parts.next()?.split(',').map(str::to_string).collect(),
-            })
+    run(Command::new("bash")
+        .arg(repo_root().join("tests/testbed/images.sh"))
+        .arg("--list"))
+    .lines()
+    .filter_map(|l| {
+        let mut parts = l.split(' ');
+        Some(LocalImage {
+            reference: parts.next()?.to_string(),
+            entrypoint: parts.next()?.to_string(),
+            user: parts.next()?.to_string(),
+            files: parts.next()?.split(',').map(str::to_string).collect(),
         })
-        .collect()
+    })
+    .collect()
 }
 
 /// The reference of the local image whose name contains `name` (e.g. `vnest-echo`).

@@ -200,6 +200,27 @@ pub async fn warning_about(s: &Tenant, name: &str) -> Event {
     .await
 }
 
+/// `kubectl auth whoami` against the virtual API server with `token` alone: the user name,
+/// or kubectl's error.
+pub fn virtual_whoami(token: &str) -> Result<String, String> {
+    let bed = bed();
+    bed.kubectl_with(
+        std::path::Path::new("/dev/null"),
+        &[
+            "--server",
+            bed.var("VNEST_VIRTUAL_SERVER"),
+            "--certificate-authority",
+            bed.var("VNEST_TESTBED_CA"),
+            "--token",
+            token,
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ],
+    )
+}
+
 pub fn phase(pod: &Pod) -> Option<&str> {
     pod.status.as_ref()?.phase.as_deref()
 }

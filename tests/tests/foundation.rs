@@ -17,7 +17,11 @@ use kube::{
 };
 use serde_json::json;
 use vnest_crds::VirtualCluster;
-use vnest_tests::{TestNamespace, bed, bed::repo_root, crd, wait};
+use vnest_tests::{
+    TestNamespace, bed,
+    bed::{repo_root, service_account_kubeconfig},
+    crd, wait,
+};
 
 fn example(file: &str) -> serde_yaml::Value {
     let path = repo_root().join("examples").join(file);
@@ -420,19 +424,7 @@ async fn a_minted_service_account_kubeconfig_has_only_its_rbac() {
             &format!("--serviceaccount={}:reader", ns.name),
         ])
         .unwrap();
-    let script = repo_root().join("tests/testbed/mint-kubeconfig.sh");
-    let out = std::process::Command::new("bash")
-        .arg(script)
-        .args([&ns.name, "reader"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let path = std::env::temp_dir().join(format!("{}-reader.kubeconfig", ns.name));
-    std::fs::write(&path, &out.stdout).unwrap();
+    let path = service_account_kubeconfig(&ns.name, "reader").await;
     let sa_client = vnest_tests::bed::client_for(&path).await;
     Api::<Pod>::namespaced(sa_client.clone(), &ns.name)
         .list(&ListParams::default())

@@ -5,21 +5,14 @@
 
 use std::{collections::HashMap, process::Command};
 
-use vnest_tests::bed::repo_root;
+use vnest_tests::bed::{repo_root, run};
 
 /// Binary name → package name, for every binary target in the workspace.
 fn workspace_binaries() -> HashMap<String, String> {
-    let out = Command::new(env!("CARGO"))
+    let out = run(Command::new(env!("CARGO"))
         .args(["metadata", "--no-deps", "--format-version", "1", "--locked"])
-        .current_dir(repo_root())
-        .output()
-        .expect("cargo metadata");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        .current_dir(repo_root()));
+    let metadata: serde_json::Value = serde_json::from_str(&out).unwrap();
     let mut binaries = HashMap::new();
     for package in metadata["packages"].as_array().unwrap() {
         for target in package["targets"].as_array().unwrap() {

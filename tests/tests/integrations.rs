@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use vnest_crds::VirtualClusterTemplate;
 use vnest_tests::{
     OperatorProcess, TestNamespace, bed,
-    bed::repo_root,
+    bed::{repo_root, run},
     crd,
     fixtures::{create_virtual_cluster, free_port, provide_data_volume, wait_condition},
 };
@@ -32,16 +32,8 @@ fn example(path: &str) -> String {
 }
 
 fn lua_health_binary() -> PathBuf {
-    let out = Command::new("bash")
-        .arg(repo_root().join("tests/testbed/build-lua-health.sh"))
-        .output()
-        .expect("build lua-health");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    let out = run(Command::new("bash").arg(repo_root().join("tests/testbed/build-lua-health.sh")));
+    PathBuf::from(out.trim())
 }
 
 /// Argo CD's verdict on `object`: (status, message).

@@ -7,7 +7,7 @@ use std::{collections::BTreeSet, process::Command, time::Duration};
 use serde_json::{Value, json};
 use vnest_tests::{
     OperatorProcess, TestNamespace, bed,
-    bed::repo_root,
+    bed::{repo_root, run},
     crd,
     fixtures::{create_virtual_cluster, free_port, provide_data_volume, wait_condition},
     syncer::{SyncerProcess, SyncerWiring},
@@ -90,13 +90,7 @@ fn helm_template(sets: &[&str]) -> Vec<Value> {
     for set in sets {
         cmd.args(["--set", set]);
     }
-    let out = cmd.output().expect("helm template");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_yaml::Deserializer::from_str(&String::from_utf8_lossy(&out.stdout))
+    serde_yaml::Deserializer::from_str(&run(&mut cmd))
         .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
         .filter(|doc: &Value| !doc.is_null())
         .collect()

@@ -19,7 +19,7 @@ use vnest_crds::meta::{
     ANNOTATION_OBJECT_UID, LABEL_SYNCER_MANAGED_BY, LABEL_SYNCER_NAMESPACE,
 };
 use vnest_tests::tenant::{
-    TIMEOUT, Tenant as Setup, VC, absent, phase, present, setup, warning_about,
+    TIMEOUT, Tenant as Setup, VC, absent, phase, present, setup, virtual_whoami, warning_about,
 };
 use vnest_tests::{bed, wait};
 
@@ -207,30 +207,9 @@ async fn tenant_workloads_run_on_the_host_and_report_back() {
     // The pod's token is a virtual service-account token the virtual API server accepts.
     let web_0 = host_pods.get(&s.host_name("web-0")).await.unwrap();
     let token = web_0.annotations()["vcluster.loft.sh/token"].clone();
-    let whoami = std::process::Command::new(bed().bin("kubectl"))
-        .args([
-            "--server",
-            bed().var("VNEST_VIRTUAL_SERVER"),
-            "--certificate-authority",
-        ])
-        .arg(bed().var("VNEST_TESTBED_CA"))
-        .args([
-            "--token",
-            &token,
-            "--kubeconfig",
-            "/dev/null",
-            "auth",
-            "whoami",
-            "-o",
-            "jsonpath={.status.userInfo.username}",
-        ])
-        .output()
-        .unwrap();
     assert_eq!(
-        String::from_utf8_lossy(&whoami.stdout),
-        format!("system:serviceaccount:{vns}:default"),
-        "{}",
-        String::from_utf8_lossy(&whoami.stderr)
+        virtual_whoami(&token),
+        Ok(format!("system:serviceaccount:{vns}:default"))
     );
 
     // A host copy deleted by hand comes back.

@@ -8,7 +8,7 @@ use kube::{
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
-use vnest_tests::tenant::{TIMEOUT, VC, absent, present, setup};
+use vnest_tests::tenant::{TIMEOUT, VC, absent, present, setup, virtual_whoami};
 use vnest_tests::{bed, fixtures::free_port, wait};
 
 const TOKEN_ANNOTATION: &str = "vcluster.loft.sh/token";
@@ -19,30 +19,6 @@ fn pod(name: &str, spec: Value) -> Value {
 
 fn plain() -> Value {
     json!({ "containers": [{ "name": "app", "image": "nginx" }] })
-}
-
-/// `kubectl auth whoami` against the virtual API server with `token`: the user name.
-fn virtual_whoami(token: &str) -> String {
-    let out = std::process::Command::new(bed().bin("kubectl"))
-        .args([
-            "--server",
-            bed().var("VNEST_VIRTUAL_SERVER"),
-            "--certificate-authority",
-        ])
-        .arg(bed().var("VNEST_TESTBED_CA"))
-        .args([
-            "--token",
-            token,
-            "--kubeconfig",
-            "/dev/null",
-            "auth",
-            "whoami",
-            "-o",
-            "jsonpath={.status.userInfo.username}",
-        ])
-        .output()
-        .expect("run kubectl");
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The Prometheus sample `name{labels}` (0 when absent).
@@ -66,7 +42,7 @@ async fn pod_tokens_ride_in_the_host_pod_without_a_secret_and_work_on_the_virtua
     let token = host.annotations()[TOKEN_ANNOTATION].clone();
     assert_eq!(
         virtual_whoami(&token),
-        format!("system:serviceaccount:{}:default", s.vns.name)
+        Ok(format!("system:serviceaccount:{}:default", s.vns.name))
     );
     let projected = host
         .spec
@@ -128,7 +104,7 @@ async fn use_secrets_for_sa_tokens_keeps_the_token_in_a_host_secret() {
     let token = String::from_utf8(stored.data.unwrap()["token"].0.clone()).unwrap();
     assert_eq!(
         virtual_whoami(&token),
-        format!("system:serviceaccount:{}:default", s.vns.name)
+        Ok(format!("system:serviceaccount:{}:default", s.vns.name))
     );
     s.teardown().await;
 }
