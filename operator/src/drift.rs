@@ -222,6 +222,16 @@ mod tests {
         )
     }
 
+    /// The controller-manager writing the status subresource.
+    fn status_writer() -> ManagedFieldsEntry {
+        entry(
+            "kube-controller-manager",
+            "Update",
+            Some("status"),
+            json!({ "f:status": {} }),
+        )
+    }
+
     #[test]
     fn the_digest_ignores_status_writers_and_other_managers_but_not_a_taken_field() {
         let alone = meta_with("h", vec![ours()]);
@@ -229,12 +239,7 @@ mod tests {
         let busy = meta_with(
             "h",
             vec![
-                entry(
-                    "kube-controller-manager",
-                    "Update",
-                    Some("status"),
-                    json!({ "f:status": {} }),
-                ),
+                status_writer(),
                 ours(),
                 entry(
                     "vnest-syncer",
@@ -269,18 +274,7 @@ mod tests {
 
     #[test]
     fn compacting_keeps_the_digest_and_drops_everything_else() {
-        let mut meta = meta_with(
-            "h",
-            vec![
-                entry(
-                    "kube-controller-manager",
-                    "Update",
-                    Some("status"),
-                    json!({ "f:status": {} }),
-                ),
-                ours(),
-            ],
-        );
+        let mut meta = meta_with("h", vec![status_writer(), ours()]);
         let digest = owned_fields(&meta, ME);
         compact_managed_fields(&mut meta, ME);
         assert_eq!(meta.managed_fields.as_ref().unwrap().len(), 1);
