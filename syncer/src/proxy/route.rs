@@ -118,22 +118,17 @@ mod tests {
 
     #[test]
     fn pod_streams_and_logs_go_to_the_host_pod() {
-        assert_eq!(
-            Route::of("/api/v1/namespaces/app/pods/web-0/log"),
-            pod("app", "web-0", PodSubresource::Log)
-        );
-        assert_eq!(
-            Route::of("/api/v1/namespaces/app/pods/web-0/exec"),
-            pod("app", "web-0", PodSubresource::Exec)
-        );
-        assert_eq!(
-            Route::of("/api/v1/namespaces/app/pods/web-0/attach"),
-            pod("app", "web-0", PodSubresource::Attach)
-        );
-        assert_eq!(
-            Route::of("/api/v1/namespaces/app/pods/web-0/portforward"),
-            pod("app", "web-0", PodSubresource::PortForward)
-        );
+        for (path, subresource) in [
+            ("log", PodSubresource::Log),
+            ("exec", PodSubresource::Exec),
+            ("attach", PodSubresource::Attach),
+            ("portforward", PodSubresource::PortForward),
+        ] {
+            assert_eq!(
+                Route::of(&format!("/api/v1/namespaces/app/pods/web-0/{path}")),
+                pod("app", "web-0", subresource)
+            );
+        }
     }
 
     #[test]

@@ -315,27 +315,40 @@ volumes: [{ name: tmp, emptyDir: {} }]
             field(PLAIN, R),
             "spec.containers[0].securityContext.allowPrivilegeEscalation"
         );
-        let nfs = HARDENED.replace("emptyDir: {}", "nfs: {server: s, path: /}");
-        assert_eq!(field(&nfs, R), "spec.volumes[0].nfs");
-        let root = HARDENED.replace("runAsNonRoot: true", "runAsNonRoot: false");
-        assert_eq!(
-            field(&root, R),
-            "spec.containers[0].securityContext.runAsNonRoot"
-        );
-        let unconfined = HARDENED.replace("RuntimeDefault", "Unconfined");
-        assert_eq!(
-            field(&unconfined, R),
-            "spec.containers[0].securityContext.seccompProfile.type"
-        );
-        let no_drop = HARDENED.replace("drop: [ALL], ", "");
-        assert_eq!(
-            field(&no_drop, R),
-            "spec.containers[0].securityContext.capabilities.drop"
-        );
-        let chown = HARDENED.replace("NET_BIND_SERVICE", "CHOWN");
-        assert_eq!(
-            field(&chown, R),
-            "spec.containers[0].securityContext.capabilities.add"
-        );
+        // Each change breaks one rule of the hardened pod; the refusal names its field.
+        for (from, to, breaks) in [
+            (
+                "emptyDir: {}",
+                "nfs: {server: s, path: /}",
+                "spec.volumes[0].nfs",
+            ),
+            (
+                "runAsNonRoot: true",
+                "runAsNonRoot: false",
+                "spec.containers[0].securityContext.runAsNonRoot",
+            ),
+            (
+                "RuntimeDefault",
+                "Unconfined",
+                "spec.containers[0].securityContext.seccompProfile.type",
+            ),
+            (
+                "drop: [ALL], ",
+                "",
+                "spec.containers[0].securityContext.capabilities.drop",
+            ),
+            (
+                "NET_BIND_SERVICE",
+                "CHOWN",
+                "spec.containers[0].securityContext.capabilities.add",
+            ),
+        ] {
+            assert!(HARDENED.contains(from), "{from}");
+            assert_eq!(
+                field(&HARDENED.replace(from, to), R),
+                breaks,
+                "{from} -> {to}"
+            );
+        }
     }
 }

@@ -128,12 +128,7 @@ mod tests {
             path,
             "metadata.annotations['vcluster.loft.sh/object-namespace']"
         );
-        let sources = spec.volumes.unwrap()[4]
-            .projected
-            .clone()
-            .unwrap()
-            .sources
-            .unwrap();
+        let sources = projected_sources(spec);
         let item = &sources[1]
             .downward_api
             .as_ref()

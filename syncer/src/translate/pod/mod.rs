@@ -166,7 +166,7 @@ pub fn virtual_status(host: &Pod, virt: &Pod) -> Option<PodStatus> {
 /// The pod every test translates, and the environment it is translated in.
 #[cfg(test)]
 mod fixture {
-    use k8s_openapi::api::core::v1::PodSpec;
+    use k8s_openapi::api::core::v1::{PodSpec, VolumeProjection};
 
     use super::super::test_support::*;
     use super::{PodEnv, host_pod};
@@ -220,6 +220,16 @@ spec:
 
     pub fn host(env: &PodEnv) -> PodSpec {
         host_pod(&from_yaml(POD), &target(), env).spec.unwrap()
+    }
+
+    /// The sources of the host copy of `kube-api-access-abcde`, [`POD`]'s projected volume.
+    pub fn projected_sources(spec: PodSpec) -> Vec<VolumeProjection> {
+        spec.volumes.unwrap()[4]
+            .projected
+            .clone()
+            .unwrap()
+            .sources
+            .unwrap()
     }
 }
 

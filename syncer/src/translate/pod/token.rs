@@ -102,12 +102,7 @@ mod tests {
     #[test]
     fn projected_token_is_dropped_without_a_minted_token() {
         let spec = host(&env());
-        let sources = spec.volumes.unwrap()[4]
-            .projected
-            .clone()
-            .unwrap()
-            .sources
-            .unwrap();
+        let sources = projected_sources(spec);
         assert_eq!(sources.len(), 2);
         assert!(sources.iter().all(|s| s.service_account_token.is_none()));
     }
@@ -119,12 +114,7 @@ mod tests {
             token: Some(TokenDelivery::Secret("web-0-x-shop-x-vc-sa-token".into())),
             ..env()
         });
-        let sources = spec.volumes.unwrap()[4]
-            .projected
-            .clone()
-            .unwrap()
-            .sources
-            .unwrap();
+        let sources = projected_sources(spec);
         let secret = sources[0].secret.as_ref().unwrap();
         assert_eq!(secret.name, "web-0-x-shop-x-vc-sa-token");
         let item = &secret.items.as_ref().unwrap()[0];
@@ -158,12 +148,7 @@ mod tests {
         let annotations = pod.metadata.annotations.unwrap();
         assert_eq!(annotations[ANNOTATION_TOKEN], "jwt");
         assert_eq!(annotations[ANNOTATION_TOKEN_RENEW_AT], "42");
-        let sources = pod.spec.unwrap().volumes.unwrap()[4]
-            .projected
-            .clone()
-            .unwrap()
-            .sources
-            .unwrap();
+        let sources = projected_sources(pod.spec.unwrap());
         assert!(sources.iter().all(|s| s.secret.is_none()));
         let item = &sources[0]
             .downward_api
