@@ -207,8 +207,15 @@ async fn main() {
             .expect("bench PV");
     }
 
-    let op =
-        OperatorProcess::start_binary(&binary, bed(), None, &run, "bench", free_port(), &selector);
+    let op = OperatorProcess::start_as(
+        &binary,
+        &bed().host_kubeconfig(),
+        None,
+        &run,
+        "bench",
+        free_port(),
+        &selector,
+    );
     wait::until("operator metrics", Duration::from_secs(30), || async {
         op.metrics().await
     })
@@ -275,8 +282,15 @@ async fn main() {
     drop(op);
 
     // A fresh operator reconciles every VirtualCluster once on start: a full resync.
-    let resync =
-        OperatorProcess::start_binary(&binary, bed(), None, &run, "bench", free_port(), &selector);
+    let resync = OperatorProcess::start_as(
+        &binary,
+        &bed().host_kubeconfig(),
+        None,
+        &run,
+        "bench",
+        free_port(),
+        &selector,
+    );
     let resync_started = Instant::now();
     wait::until(
         "resync reconciles every VirtualCluster",

@@ -25,15 +25,7 @@ pub struct OperatorProcess {
 impl OperatorProcess {
     /// Starts the operator watching `namespace`, leader-electing on a Lease in that namespace.
     pub fn start(bed: &TestBed, namespace: &str, identity: &str, metrics_port: u16) -> Self {
-        Self::start_binary(
-            &operator_binary(),
-            bed,
-            Some(namespace),
-            namespace,
-            identity,
-            metrics_port,
-            &[],
-        )
+        Self::start_with_args(bed, namespace, identity, metrics_port, &[])
     }
 
     /// Like [`OperatorProcess::start`], with extra command-line arguments.
@@ -44,9 +36,9 @@ impl OperatorProcess {
         metrics_port: u16,
         args: &[String],
     ) -> Self {
-        Self::start_binary(
+        Self::start_as(
             &operator_binary(),
-            bed,
+            &bed.host_kubeconfig(),
             Some(namespace),
             namespace,
             identity,
@@ -56,30 +48,9 @@ impl OperatorProcess {
     }
 
     /// Like [`OperatorProcess::start`], with a given build of the operator (benchmarks use
-    /// release), watching `watch` or every namespace, with its Lease in `lease_namespace`
-    /// and `extra_args` (such as `--selector=...`).
-    pub fn start_binary(
-        binary: &std::path::Path,
-        bed: &TestBed,
-        watch: Option<&str>,
-        lease_namespace: &str,
-        identity: &str,
-        metrics_port: u16,
-        extra_args: &[String],
-    ) -> Self {
-        Self::start_as(
-            binary,
-            &bed.host_kubeconfig(),
-            watch,
-            lease_namespace,
-            identity,
-            metrics_port,
-            extra_args,
-        )
-    }
-
-    /// Like [`OperatorProcess::start_binary`], authenticating with `kubeconfig` (for example
-    /// a token of the Helm chart's ServiceAccount, to prove its RBAC is enough).
+    /// release) authenticating with `kubeconfig` (the bed's admin, or for example a token of
+    /// the Helm chart's ServiceAccount, to prove its RBAC is enough), watching `watch` or every
+    /// namespace, with its Lease in `lease_namespace` and `extra_args` (such as `--selector=...`).
     pub fn start_as(
         binary: &std::path::Path,
         kubeconfig: &std::path::Path,

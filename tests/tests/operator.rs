@@ -1120,10 +1120,8 @@ async fn an_operator_with_a_selector_reconciles_only_matching_virtual_clusters()
     crd::install(&client).await;
     let ns = TestNamespace::create(&client, "op-shard").await;
     let n = ns.name.as_str();
-    let _operator = OperatorProcess::start_binary(
-        &vnest_tests::operator::operator_binary(),
+    let _operator = OperatorProcess::start_with_args(
         bed(),
-        Some(n),
         n,
         "op-shard",
         free_port(),
