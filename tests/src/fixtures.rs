@@ -63,6 +63,21 @@ pub async fn provide_data_volume(client: &Client, namespace: &str, vc: &str) {
         .expect("create PV");
 }
 
+/// How long a VirtualCluster on KWOK may take to become Ready on a busy machine.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// VirtualCluster `name` made from `spec` with its data volume provided, once it is Ready.
+pub async fn ready_virtual_cluster(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    spec: Value,
+) -> VirtualCluster {
+    provide_data_volume(client, namespace, name).await;
+    create_virtual_cluster(client, namespace, name, spec).await;
+    wait_condition(client, namespace, name, "Ready", "True", READY_TIMEOUT).await
+}
+
 /// The VirtualCluster once its `type` condition has `status`.
 pub async fn wait_condition(
     client: &Client,
@@ -107,10 +122,15 @@ pub async fn spec_refusal(client: &Client, namespace: &str, name: &str) -> Strin
         Duration::from_secs(30),
     )
     .await;
-    refused
-        .status
-        .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "SpecValid"))
-        .map(|c| c.message)
+    condition_message(&refused, "SpecValid")
+}
+
+/// The message of the VirtualCluster's `type_` condition; empty when it has none.
+pub fn condition_message(vc: &VirtualCluster, type_: &str) -> String {
+    vc.status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
+        .map(|c| c.message.clone())
         .unwrap_or_default()
 }
 

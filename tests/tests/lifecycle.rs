@@ -27,15 +27,12 @@ use vnest_crds::{Phase, VirtualCluster, activity};
 use vnest_tests::{
     OperatorProcess, TestNamespace, bed, crd,
     fixtures::{
-        Setup, create_virtual_cluster, free_port, patch_spec, provide_data_volume, setup,
-        wait_condition,
+        READY_TIMEOUT, Setup, condition_message, create_virtual_cluster, free_port, patch_spec,
+        ready_virtual_cluster, setup, wait_condition,
     },
     wait,
 };
 
-const READY_TIMEOUT: Duration = Duration::from_secs(90);
-
-/// The VirtualCluster once `check` accepts it (an `Err` says what was seen instead).
 /// How late (in seconds) a scheduled sleep or wake may be enacted on a busy machine; the
 /// operator's resync is ten minutes, so a schedule found only by a resync exceeds it.
 const LATE_BOUND: i64 = 30;
@@ -51,6 +48,7 @@ fn transition_of(vc: &VirtualCluster, type_: &str) -> i64 {
         .as_second()
 }
 
+/// The VirtualCluster once `check` accepts it (an `Err` says what was seen instead).
 async fn wait_vc(
     client: &Client,
     namespace: &str,
@@ -185,9 +183,7 @@ async fn pausing_scales_to_zero_removes_tenant_pods_keeps_the_rest_and_resume_re
         operator,
     } = setup("lc-pause").await;
     let n = ns.name.as_str();
-    provide_data_volume(&client, n, "vc").await;
-    create_virtual_cluster(&client, n, "vc", json!({})).await;
-    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    ready_virtual_cluster(&client, n, "vc", json!({})).await;
     // What the syncer would have made for the tenant: a workload pod, a Service, a Secret.
     create_tenant_pod(&client, n, "web-x-default-x-vc").await;
     let tenant_labels = json!({ "vcluster.loft.sh/managed-by": "vc" });
@@ -311,9 +307,7 @@ async fn a_sleep_schedule_fires_at_its_minute_despite_fresh_activity_and_the_wak
         operator,
     } = setup("lc-schedule").await;
     let n = ns.name.as_str();
-    provide_data_volume(&client, n, "vc").await;
-    create_virtual_cluster(&client, n, "vc", json!({})).await;
-    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    ready_virtual_cluster(&client, n, "vc", json!({})).await;
     // Scheduled relative to now, once the cluster is Ready: cron has minute resolution, so the
     // first minute boundary at least 25 s after the edit, and the wake one minute later.
     let sleep_at = (Timestamp::now().as_second() + 25) / 60 * 60 + 60;
@@ -428,15 +422,13 @@ async fn inactivity_from_the_activity_lease_sleeps_and_a_renewal_wakes_it() {
         operator,
     } = setup("lc-idle").await;
     let n = ns.name.as_str();
-    provide_data_volume(&client, n, "vc").await;
-    create_virtual_cluster(
+    ready_virtual_cluster(
         &client,
         n,
         "vc",
         json!({ "sleepMode": { "afterInactivity": "15s" } }),
     )
     .await;
-    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
     // Activity postpones the sleep to 15 s after it.
     let active_at = Timestamp::from_second(Timestamp::now().as_second()).unwrap();
     renew_activity(&client, n, active_at).await;
@@ -582,9 +574,7 @@ async fn an_unknown_time_zone_is_refused_by_field_and_changes_nothing() {
         operator: _op,
     } = setup("lc-invalid").await;
     let n = ns.name.as_str();
-    provide_data_volume(&client, n, "vc").await;
-    create_virtual_cluster(&client, n, "vc", json!({})).await;
-    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    ready_virtual_cluster(&client, n, "vc", json!({})).await;
     let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), n);
     let before = statefulsets.get("vc").await.unwrap();
 
@@ -605,18 +595,12 @@ async fn an_unknown_time_zone_is_refused_by_field_and_changes_nothing() {
         Duration::from_secs(30),
     )
     .await;
-    let status = refused.status.unwrap();
-    let message = &status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "SpecValid")
-        .unwrap()
-        .message;
+    let message = condition_message(&refused, "SpecValid");
     assert!(
         message.starts_with("spec.sleepMode.timezone: \"Mars/Olympus\" is not an IANA time zone"),
         "{message}"
     );
-    assert_ne!(status.phase, Some(Phase::Paused));
+    assert_ne!(refused.status.unwrap().phase, Some(Phase::Paused));
     let after = statefulsets.get("vc").await.unwrap();
     assert_eq!(after.metadata.generation, before.metadata.generation);
     assert_eq!(after.spec.replicas, Some(1));
@@ -699,15 +683,13 @@ async fn while_asleep_the_service_routes_to_the_wake_endpoint_and_a_request_ther
             "--wake-advertise-ip=10.0.0.1".to_string(),
         ],
     );
-    provide_data_volume(&client, n, "vc").await;
-    create_virtual_cluster(
+    ready_virtual_cluster(
         &client,
         n,
         "vc",
         json!({ "sleepMode": { "afterInactivity": "10s", "autoWakeup": true } }),
     )
     .await;
-    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
     let awake_routing = || async {
         match routing(&client, n).await {
             (true, None) => Ok(()),

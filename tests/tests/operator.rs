@@ -29,13 +29,11 @@ use vnest_crds::{Phase, SyncerConfig, VirtualCluster};
 use vnest_tests::{
     OperatorProcess, TestNamespace, bed, crd,
     fixtures::{
-        Setup, create_virtual_cluster, free_port, patch_spec, provide_data_volume, setup,
-        wait_condition,
+        READY_TIMEOUT, Setup, condition_message, create_virtual_cluster, free_port, patch_spec,
+        provide_data_volume, ready_virtual_cluster, setup, wait_condition,
     },
     wait,
 };
-
-const READY_TIMEOUT: Duration = Duration::from_secs(90);
 
 fn secret_text(secret: &Secret, key: &str) -> String {
     let data = secret
@@ -334,9 +332,7 @@ async fn toggling_policies_adds_and_removes_their_objects() {
         operator: _op,
     } = setup("op-toggle").await;
     let n = ns.name.as_str();
-    provide_data_volume(&client, n, "vc").await;
-    create_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies() })).await;
-    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    ready_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies() })).await;
     let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), n);
     let limits: Api<LimitRange> = Api::namespaced(client.clone(), n);
     let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), n);
@@ -481,9 +477,7 @@ async fn deleted_or_edited_children_are_put_back() {
         operator: _op,
     } = setup("op-restore").await;
     let n = ns.name.as_str();
-    provide_data_volume(&client, n, "vc").await;
-    create_virtual_cluster(&client, n, "vc", json!({})).await;
-    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    ready_virtual_cluster(&client, n, "vc", json!({})).await;
     let services: Api<Service> = Api::namespaced(client.clone(), n);
     let roles: Api<Role> = Api::namespaced(client.clone(), n);
     let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), n);
@@ -580,9 +574,7 @@ async fn deleting_the_virtual_cluster_leaves_nothing_behind() {
         operator: _op,
     } = setup("op-delete").await;
     let n = ns.name.as_str();
-    provide_data_volume(&client, n, "vc").await;
-    create_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies(), "sync": { "fromHost": { "nodes": { "enabled": true } } } })).await;
-    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    ready_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies(), "sync": { "fromHost": { "nodes": { "enabled": true } } } })).await;
     // An object the syncer would have made for a tenant pod's ConfigMap.
     let synced: ConfigMap = serde_json::from_value(json!({ "metadata": {
         "name": "app-config-x-default-x-vc", "labels": { "vcluster.loft.sh/managed-by": "vc" }
@@ -703,14 +695,8 @@ async fn a_spec_the_operator_cannot_apply_is_reported_and_does_not_stop_the_othe
         Duration::from_secs(30),
     )
     .await;
-    let status = broken.status.unwrap();
-    assert_eq!(status.phase, Some(Phase::Failed));
-    let message = &status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "SpecValid")
-        .unwrap()
-        .message;
+    assert_eq!(broken.status.as_ref().unwrap().phase, Some(Phase::Failed));
+    let message = condition_message(&broken, "SpecValid");
     assert!(
         message.contains("spec.sleepMode.sleepSchedule")
             && message.contains("spec.sleepMode.timezone"),
@@ -771,9 +757,7 @@ async fn an_idle_resync_writes_nothing() {
         operator,
     } = setup("op-idle").await;
     let n = ns.name.as_str();
-    provide_data_volume(&client, n, "vc").await;
-    create_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies() })).await;
-    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    ready_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies() })).await;
     // Let the trailing reconciles (StatefulSet status updates) settle.
     let settled = wait::until("writes to settle", Duration::from_secs(30), || async {
         let before = operator.counter("vnest_api_writes_total").await?;
@@ -851,9 +835,7 @@ async fn two_operators_share_the_work_through_one_lease() {
     .await;
     let second = OperatorProcess::start(bed(), n, "op-b", free_port());
 
-    provide_data_volume(&client, n, "vc").await;
-    create_virtual_cluster(&client, n, "vc", json!({})).await;
-    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    ready_virtual_cluster(&client, n, "vc", json!({})).await;
     assert_eq!(holder().await.unwrap(), "op-a");
     assert_eq!(
         second.counter("vnest_api_writes_total").await.unwrap(),
@@ -1063,9 +1045,7 @@ async fn a_restarted_operator_finds_nothing_to_write() {
         operator: mut first,
     } = setup("op-resync").await;
     let n = ns.name.as_str();
-    provide_data_volume(&client, n, "vc").await;
-    create_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies() })).await;
-    wait_condition(&client, n, "vc", "Ready", "True", READY_TIMEOUT).await;
+    ready_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies() })).await;
     wait::until("writes to settle", Duration::from_secs(30), || async {
         let before = first.counter("vnest_api_writes_total").await?;
         tokio::time::sleep(Duration::from_secs(2)).await;

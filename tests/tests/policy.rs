@@ -21,7 +21,9 @@ use serde_json::{Value, json};
 use vnest_crds::VirtualClusterPolicy;
 use vnest_tests::{
     OperatorProcess, TestNamespace, bed, crd,
-    fixtures::{create_virtual_cluster, free_port, spec_refusal, wait_condition},
+    fixtures::{
+        condition_message, create_virtual_cluster, free_port, spec_refusal, wait_condition,
+    },
     wait,
 };
 
@@ -182,11 +184,7 @@ async fn policy_defaults_fill_the_spec_and_its_allowed_extra_rules_are_granted()
     )
     .await;
     let accepted = wait_condition(&g.client, n, "team", "SpecValid", "True", TIMEOUT).await;
-    let valid = accepted
-        .status
-        .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "SpecValid"))
-        .map(|c| c.message)
-        .unwrap_or_default();
+    let valid = condition_message(&accepted, "SpecValid");
     assert_eq!(
         valid,
         format!("the spec can be applied, within VirtualClusterPolicy {n}-team"),

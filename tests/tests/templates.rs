@@ -16,7 +16,9 @@ use vnest_tests::{
     OperatorProcess, TestNamespace, bed,
     bed::repo_root,
     crd,
-    fixtures::{create_virtual_cluster, free_port, provide_data_volume, wait_condition},
+    fixtures::{
+        create_virtual_cluster, free_port, provide_data_volume, spec_refusal, wait_condition,
+    },
     wait,
 };
 
@@ -122,22 +124,7 @@ async fn a_templated_virtual_cluster_renders_rolls_forward_and_reports_bad_refer
         json!({ "template": { "name": small } }),
     )
     .await;
-    let refused = wait_condition(
-        &client,
-        n,
-        "noteam",
-        "SpecValid",
-        "False",
-        Duration::from_secs(30),
-    )
-    .await;
-    let message = refused
-        .status
-        .unwrap()
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == "SpecValid");
-    let message = message.unwrap().message;
+    let message = spec_refusal(&client, n, "noteam").await;
     assert!(
         message.starts_with("spec.template.parameters.team: required"),
         "{message}"
@@ -149,22 +136,8 @@ async fn a_templated_virtual_cluster_renders_rolls_forward_and_reports_bad_refer
         json!({ "template": { "name": "no-such" } }),
     )
     .await;
-    let refused = wait_condition(
-        &client,
-        n,
-        "ghost",
-        "SpecValid",
-        "False",
-        Duration::from_secs(30),
-    )
-    .await;
-    let message = refused
-        .status
-        .unwrap()
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == "SpecValid");
-    assert!(message.unwrap().message.contains("spec.template.name"));
+    let message = spec_refusal(&client, n, "ghost").await;
+    assert!(message.contains("spec.template.name"), "{message}");
     let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), n);
     for name in ["noteam", "ghost"] {
         assert!(
