@@ -23,7 +23,7 @@ use vnest_crds::patch::PodPatches;
 use crate::{
     custom::{self, Resolved},
     dns,
-    engine::{self, Ctx, Follower, PodReference, Queue, Watches},
+    engine::{self, Ctx, Follower, Key, PodReference, Queue, Syncer, Watches},
     resources::{
         configmaps::{self, ConfigMaps},
         endpoints::{self, EndpointsSyncer},
@@ -68,6 +68,25 @@ fn from_host_copies(ctx: &Arc<Ctx>) -> Vec<BoxFuture<'static, ()>> {
     .collect()
 }
 
+/// The engine of a kind pods name (ConfigMap, Secret, ServiceAccount): also tells the pod
+/// engine how to find the owner of a referenced host copy, for its name-conflict check.
+fn referenced_engine<S: Syncer>(
+    syncer: S,
+    used_by: fn(&Pod) -> Vec<Key>,
+    watches: Watches<S::K>,
+    queue: Queue,
+    ctx: &Arc<Ctx>,
+    pod_references: &mut Vec<PodReference>,
+) -> BoxFuture<'static, ()> {
+    pod_references.push(PodReference::new(
+        S::KIND,
+        used_by,
+        watches.host.clone(),
+        ctx.target.clone(),
+    ));
+    Box::pin(engine::run(syncer, ctx.clone(), watches, queue, vec![]))
+}
+
 /// Runs every enabled engine, and the sync of each resolved custom resource, until one ends
 /// (they only end when their watches do); fails at once on a configuration the engines
 /// cannot run.
@@ -101,20 +120,14 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
         let syncer = ConfigMaps {
             pods: virtual_pods.clone(),
         };
-        let watches = Watches::<ConfigMap>::default();
-        pod_references.push(PodReference::new(
-            "ConfigMap",
-            configmaps::used_by,
-            watches.host.clone(),
-            ctx.target.clone(),
-        ));
-        engines.push(Box::pin(engine::run(
+        engines.push(referenced_engine(
             syncer,
-            ctx.clone(),
-            watches,
+            configmaps::used_by,
+            Watches::<ConfigMap>::default(),
             queue,
-            vec![],
-        )));
+            &ctx,
+            &mut pod_references,
+        ));
     }
     let tls = to_host.ingresses.enabled && to_host.secrets.enabled;
     if referenced(to_host.secrets.enabled, to_host.secrets.all) || tls {
@@ -127,20 +140,14 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
             pods: virtual_pods,
             ingresses: virtual_ingresses,
         };
-        let watches = Watches::<Secret>::default();
-        pod_references.push(PodReference::new(
-            "Secret",
-            secrets::used_by,
-            watches.host.clone(),
-            ctx.target.clone(),
-        ));
-        engines.push(Box::pin(engine::run(
+        engines.push(referenced_engine(
             syncer,
-            ctx.clone(),
-            watches,
+            secrets::used_by,
+            Watches::<Secret>::default(),
             queue,
-            vec![],
-        )));
+            &ctx,
+            &mut pod_references,
+        ));
     }
     if to_host.endpoints.enabled && to_host.services.enabled {
         let queue = Queue::default();
@@ -183,20 +190,14 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
         )));
     }
     if to_host.serviceaccounts.enabled {
-        let watches = Watches::<ServiceAccount>::default();
-        pod_references.push(PodReference::new(
-            "ServiceAccount",
-            service_accounts::used_by,
-            watches.host.clone(),
-            ctx.target.clone(),
-        ));
-        engines.push(Box::pin(engine::run(
+        engines.push(referenced_engine(
             ServiceAccounts,
-            ctx.clone(),
-            watches,
+            service_accounts::used_by,
+            Watches::<ServiceAccount>::default(),
             Queue::default(),
-            vec![],
-        )));
+            &ctx,
+            &mut pod_references,
+        ));
     }
     // Minimal virtual Nodes, unless real ones are synced from the host.
     let mut node_task: Option<BoxFuture<'static, ()>> = None;
