@@ -1,16 +1,18 @@
 //! No field that is accepted and ignored: walks every leaf of the VirtualCluster CRD's `spec`
 //! schema (the schema `crdgen` writes into the chart) and, for each, plans a VirtualCluster
 //! with only that leaf changed from a valid spec. The plan's outcome — every child object the
-//! operator would apply (the syncer's config among them, which is how fields only the syncer
-//! reads get there), the namespace labels, the lifecycle decision, the certificate names, the
-//! endpoint — must change; a leaf that changes nothing fails the test, named by its path.
+//! operator would apply, the namespace labels, the lifecycle decision, the certificate names,
+//! the endpoint — must change; a leaf that changes nothing fails the test, named by its path.
+//! A change seen only in the syncer's config proves nothing by itself (the config carries whole
+//! sections of the spec): such a leaf must be in [`READ_BY_SYNCER`].
 //!
 //! Each leaf is judged in a spec that makes it matter: the way to it is made (objects with
 //! their required fields, one list item, one map entry), a feature switch (`enabled`) on the
 //! way is turned on, and [`CONTEXT`] adds what else the leaf needs. The leaf then gets a value
 //! other than its current one ([`leaves::probe`], or [`PROBES`] where the schema has rules the
 //! walk cannot evaluate). Both specs must be valid: a value the operator refuses would change
-//! the outcome without proving the field read.
+//! the outcome without proving the field read. A required field with one allowed value has
+//! nothing to vary and is passed over; [`DEFAULT_SWITCHES`] are judged apart.
 
 mod leaves;
 
