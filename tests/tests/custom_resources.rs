@@ -681,7 +681,7 @@ async fn aggregated_writes_are_written_through_and_rejections_roll_back() {
     s.teardown().await;
 }
 
-/// Unserved resources keep the syncer unready; a version upgrade and a disable behave as the seed describes.
+/// Unserved resources and contradicted scopes keep the syncer unready; a version upgrade and a disable behave as the seed describes.
 #[tokio::test]
 async fn resolution_upgrade_and_disable_follow_the_seed() {
     let _turn = WARDLE.lock().await;
@@ -818,6 +818,34 @@ async fn resolution_upgrade_and_disable_follow_the_seed() {
     .await;
     assert!(why.contains("does not serve"), "{why}");
     assert!(why.contains("again when it restarts"), "{why}");
+
+    // So does a declared scope the host contradicts (flunders are namespaced), naming the field.
+    drop(syncer);
+    patch_spec(
+        &s.host,
+        &s.ns.name,
+        VC,
+        json!({ "sync": {
+            "toHost": { "customResources": { missing.clone(): null } },
+            "fromHost": { "customResources": { FLUNDERS: { "enabled": true, "scope": "Cluster" } } },
+        } }),
+    )
+    .await;
+    s.rewire("with the contradicted scope", |c| {
+        !c.sync.to_host.custom_resources.contains_key(&missing)
+            && c.sync.from_host.custom_resources.contains_key(FLUNDERS)
+    })
+    .await;
+    let syncer = s.start_syncer();
+    let field = format!("spec.sync.fromHost.customResources[{FLUNDERS}].scope: Cluster");
+    let why = wait::until("readyz names the scope", TIMEOUT, || async {
+        match syncer.readyz().await {
+            Ok((503, body)) if body.contains(&field) => Ok(body),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert!(why.contains("set scope: Namespaced or remove it"), "{why}");
 
     drop(syncer);
     s.teardown().await;

@@ -350,7 +350,8 @@ const CUSTOM_RESOURCE_KEY_MESSAGE: &str = "keys must be <plural>.<group> or <plu
 pub struct CustomResourceSync {
     #[serde(default = "on")]
     pub enabled: bool,
-    /// Resolved from the host's API discovery when absent.
+    /// Resolved from the host's API discovery when absent; the syncer refuses a scope the
+    /// host contradicts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<ResourceScope>,
 }

@@ -17,6 +17,8 @@ pub mod controller;
 mod error;
 mod plan;
 mod read;
+#[cfg(test)]
+mod schema_walk;
 mod status;
 
 use std::{sync::Arc, time::Instant};

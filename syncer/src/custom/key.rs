@@ -1,7 +1,7 @@
 //! Which custom resources a syncer syncs, in which direction: the configured
 //! `<plural>.<group>[/<version>]` keys, parsed.
 
-use vnest_crds::{CustomResources, GATEWAY_API_GROUP, GATEWAY_API_VERSION, Sync};
+use vnest_crds::{CustomResources, GATEWAY_API_GROUP, GATEWAY_API_VERSION, ResourceScope, Sync};
 
 /// One configured custom resource.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,6 +103,50 @@ pub fn enabled(sync: &Sync) -> Result<Vec<(ResourceKey, Direction)>, String> {
     Ok(keys)
 }
 
+/// The scope the `customResources` entry of `key` in `direction` declares, if any (the
+/// Gateway API fields declare none).
+pub fn declared_scope(
+    sync: &Sync,
+    key: &ResourceKey,
+    direction: Direction,
+) -> Option<ResourceScope> {
+    let entries = match direction {
+        Direction::ToHost => &sync.to_host.custom_resources,
+        Direction::FromHost => &sync.from_host.custom_resources,
+    };
+    entries
+        .iter()
+        .find(|(k, _)| ResourceKey::parse(k).is_ok_and(|k| k.resource() == key.resource()))
+        .and_then(|(_, entry)| entry.scope)
+}
+
+/// Why a declared scope contradicts the host's (`namespaced`), if it does: the operator grants
+/// the syncer its to-host rights by the declared scope, and a wrong one in either direction
+/// is a spec mistake better named than synced around.
+pub fn scope_mismatch(
+    key: &ResourceKey,
+    direction: Direction,
+    declared: Option<ResourceScope>,
+    namespaced: bool,
+) -> Option<String> {
+    let served = if namespaced {
+        ResourceScope::Namespaced
+    } else {
+        ResourceScope::Cluster
+    };
+    let declared = declared.filter(|d| *d != served)?;
+    let field = match direction {
+        Direction::ToHost => "toHost",
+        Direction::FromHost => "fromHost",
+    };
+    Some(format!(
+        "spec.sync.{field}.customResources[{}].scope: {declared:?}, but the host serves {} \
+         {served:?}; set scope: {served:?} or remove it (the host's discovery decides then)",
+        key.resource(),
+        key.resource(),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,5 +231,27 @@ mod tests {
                 ("c.example.com".to_string(), Direction::FromHost)
             ]
         );
+    }
+
+    /// A declared scope is read: one that contradicts the host names the entry and the fix;
+    /// one that agrees, or none, passes.
+    #[test]
+    fn a_declared_scope_must_match_the_hosts() {
+        let s = sync("fromHost: {customResources: {gadgets.example.com/v1: {scope: Cluster}}}");
+        let key = ResourceKey::parse("gadgets.example.com").unwrap();
+        let declared = declared_scope(&s, &key, Direction::FromHost);
+        assert_eq!(declared, Some(ResourceScope::Cluster));
+        assert_eq!(declared_scope(&s, &key, Direction::ToHost), None);
+        let e = scope_mismatch(&key, Direction::FromHost, declared, true).unwrap();
+        assert!(
+            e.starts_with("spec.sync.fromHost.customResources[gadgets.example.com].scope: Cluster")
+                && e.contains("set scope: Namespaced"),
+            "{e}"
+        );
+        assert_eq!(
+            scope_mismatch(&key, Direction::FromHost, declared, false),
+            None
+        );
+        assert_eq!(scope_mismatch(&key, Direction::ToHost, None, true), None);
     }
 }

@@ -31,7 +31,8 @@ pub async fn resolve_all(
     let mut resolved = Vec::new();
     for (key, direction) in key::enabled(sync).map_err(Final)? {
         let name = key.resource();
-        let r = resolve::resolve(host, virt, key, direction)
+        let declared = key::declared_scope(sync, &key, direction);
+        let r = resolve::resolve(host, virt, key, direction, declared)
             .await
             .with_context(|| format!("custom resource {name}"))?;
         tracing::info!(resource = %name, version = %r.resource.version, direction = ?r.direction, backing = ?r.backing, "custom resource resolved");

@@ -11,11 +11,11 @@ use k8s_openapi::{
     kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
 use kube::{Api, Client, discovery::ApiResource};
-use vnest_crds::containment::covers;
+use vnest_crds::{ResourceScope, containment::covers};
 
 use super::{
     crd::{self, Names},
-    key::{Direction, ResourceKey},
+    key::{self, Direction, ResourceKey},
 };
 use crate::{
     engine::{self, Queue},
@@ -141,16 +141,21 @@ async fn discover(host: &Client, key: &ResourceKey, version: &str) -> anyhow::Re
     })
 }
 
-/// Resolves `key` on the host and makes sure the virtual cluster serves it.
+/// Resolves `key` on the host and makes sure the virtual cluster serves it; a `declared`
+/// scope the host contradicts is refused.
 pub async fn resolve(
     host: &Client,
     virt: &Client,
     key: ResourceKey,
     direction: Direction,
+    declared: Option<ResourceScope>,
 ) -> anyhow::Result<Resolved> {
     let resource_name = key.resource();
     let version = version(host, &key).await?;
     let names = discover(host, &key, &version).await?;
+    if let Some(mismatch) = key::scope_mismatch(&key, direction, declared, names.namespaced) {
+        return Err(Final(mismatch).into());
+    }
     let host_crds: Api<CustomResourceDefinition> = Api::all(host.clone());
     let (wanted, backing) = match host_crds
         .get_opt(&resource_name)
