@@ -35,7 +35,7 @@ use super::{
 /// kube-apiserver's `--kubelet-port` default, which it dials for nodes that report no port.
 const DEFAULT_KUBELET_PORT: i32 = 10250;
 
-/// Serves CONNECT on the Unix socket `socket` until the listener fails.
+/// Serves CONNECT on the Unix socket `socket`; fails only if it cannot listen there.
 pub async fn serve(socket: PathBuf, tls: TlsFiles, proxy: Arc<Proxy>) -> anyhow::Result<()> {
     // The previous run of the container leaves its socket on the emptyDir.
     match std::fs::remove_file(&socket) {
@@ -49,10 +49,14 @@ pub async fn serve(socket: PathBuf, tls: TlsFiles, proxy: Arc<Proxy>) -> anyhow:
     tracing::info!(socket = %socket.display(), "kubelet proxy listening");
     let tls = Arc::new(tls);
     loop {
-        let (stream, _) = listener
-            .accept()
-            .await
-            .with_context(|| format!("failed to accept on {}", socket.display()))?;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!(error = %e, "kubelet proxy: accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
         let (proxy, tls) = (proxy.clone(), tls.clone());
         tokio::spawn(async move {
             let service = service_fn(move |request| {
