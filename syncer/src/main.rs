@@ -71,6 +71,11 @@ struct Args {
     /// client certificates are verified against.
     #[arg(long, default_value = "/etc/vnest/certs")]
     certs_dir: PathBuf,
+    /// Unix socket the virtual API server's egress selector sends its kubelet traffic to
+    /// (distro `k8s`); then exec, attach, port-forward and logs pass the virtual API server.
+    /// Without it the proxy serves them from the host pod itself.
+    #[arg(long, env = "VNEST_SYNCER_KUBELET_SOCKET")]
+    kubelet_socket: Option<PathBuf>,
 }
 
 async fn client_config(kubeconfig: Option<&Path>) -> anyhow::Result<Config> {
@@ -195,6 +200,7 @@ async fn main() -> anyhow::Result<()> {
         ctx.clone(),
         upstreams,
         write_through,
+        args.kubelet_socket,
     );
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let sync = async move {

@@ -11,7 +11,9 @@ use vnest_tests::{bed, bed::repo_root, node::real_node};
 /// `[Conformance]` specs CI runs, by a unique part of their names: discovery, watches, field
 /// validation, chunked lists, garbage collection, quota and CRDs through vnest's proxy, and
 /// admission and conversion webhooks served by agnhost pods the syncer runs on the real node and
-/// the virtual API server reaches through their synced Services.
+/// the virtual API server reaches through their synced Services (over its egress to the syncer),
+/// one of them denying `kubectl attach`, which reaches the webhook only because pod streams pass
+/// the virtual API server.
 const SUBSET: &[&str] = &[
     "AggregatedDiscovery should support aggregated discovery interface [Conformance]",
     "Discovery should validate PreferredVersion for each APIGroup [Conformance]",
@@ -28,6 +30,7 @@ const SUBSET: &[&str] = &[
     "API priority and fairness should support FlowSchema API operations [Conformance]",
     "AdmissionWebhook [Privileged:ClusterAdmin] should mutate configmap [Conformance]",
     "AdmissionWebhook [Privileged:ClusterAdmin] should be able to deny pod and configmap creation [Conformance]",
+    "AdmissionWebhook [Privileged:ClusterAdmin] should be able to deny attaching pod [Conformance]",
     "CustomResourceConversionWebhook [Privileged:ClusterAdmin] should be able to convert from CR v1 to CR v2 [Conformance]",
 ];
 

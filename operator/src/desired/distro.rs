@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::EnvVar;
 use serde_json::{Value, json};
 use vnest_crds::{DistroConfig, DistroKind, StoreKind};
 
-use super::{CERTS_DIR, CONFIG_DIR, DATA_DIR, Input};
+use super::{CERTS_DIR, CONFIG_DIR, DATA_DIR, Input, egress};
 use crate::certs;
 
 /// Port of the virtual API server, on loopback; the syncer's proxy fronts it.
@@ -74,6 +74,7 @@ pub fn config_files(input: &Input) -> Vec<(&'static str, String)> {
         DistroKind::K8s => vec![
             (ADMIN_KUBECONFIG_KEY, admin_kubeconfig()),
             (SA_PUBLIC_KEY_KEY, input.certs.ca_public_key.clone()),
+            (egress::EGRESS_CONFIG_KEY, egress::egress_config()),
         ],
     }
 }
@@ -85,6 +86,12 @@ pub fn virtual_kubeconfig(kind: DistroKind) -> String {
         DistroKind::K0s => format!("{DATA_DIR}/k0s/pki/admin.conf"),
         DistroKind::K8s => format!("{CONFIG_DIR}/{ADMIN_KUBECONFIG_KEY}"),
     }
+}
+
+/// The syncer's argument that makes it the virtual API server's kubelet, where the distro's
+/// API server is configured to reach it (k8s only: k3s and k0s run their own egress setup).
+pub fn syncer_kubelet_arg(kind: DistroKind) -> Option<String> {
+    (kind == DistroKind::K8s).then(egress::syncer_arg)
 }
 
 /// The virtual cluster's DNS domain. kube-apiserver and kube-controller-manager (distro k8s)
@@ -348,6 +355,7 @@ fn k8s(input: &Input, config: &DistroConfig, store_kind: StoreKind) -> ControlPl
         "--allow-privileged=true".to_string(),
         "--profiling=false".to_string(),
     ];
+    apiserver_args.extend(egress::apiserver_args(CONFIG_DIR));
     apiserver_args.extend(config.extra_args.iter().cloned());
     let kubeconfig = virtual_kubeconfig(DistroKind::K8s);
     ControlPlane {
@@ -363,6 +371,7 @@ fn k8s(input: &Input, config: &DistroConfig, store_kind: StoreKind) -> ControlPl
                     read_only("config", CONFIG_DIR),
                     read_only("certs", CERTS_DIR),
                     mount("tmp", TMP_DIR),
+                    egress::mount(),
                 ],
             }),
             json!({
@@ -389,6 +398,6 @@ fn k8s(input: &Input, config: &DistroConfig, store_kind: StoreKind) -> ControlPl
                 ],
             }),
         ],
-        volumes: Vec::new(),
+        volumes: vec![egress::volume()],
     }
 }

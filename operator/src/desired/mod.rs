@@ -3,6 +3,7 @@
 
 mod activity;
 mod distro;
+mod egress;
 mod ingress;
 mod network;
 mod policies;

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use vnest_crds::meta::{self, ChildNames};
 
 use super::{
-    CERTS_DIR, CONFIG_DIR, Child, ChildKind, DATA_DIR, Input, distro,
+    CERTS_DIR, CONFIG_DIR, Child, ChildKind, DATA_DIR, Input, distro, egress,
     network::{PROXY_PORT, SYNCER_METRICS_PORT},
     secrets,
     security::{container_security_context, pod_security_context},
@@ -14,19 +14,29 @@ use super::{
 use super::DEFAULT_PERSISTENCE_SIZE;
 fn syncer(input: &Input) -> Value {
     let kind = input.spec.control_plane.distro.selected().0;
+    let mut args = vec![
+        format!("--config={CONFIG_DIR}/{}", meta::SYNCER_CONFIG_KEY),
+        format!("--certs-dir={CERTS_DIR}"),
+        format!("--virtual-kubeconfig={}", distro::virtual_kubeconfig(kind)),
+        format!("--metrics-address=$(POD_IP):{SYNCER_METRICS_PORT}"),
+        // All addresses: the Service reaches the pod IP, port-forwarding reaches loopback.
+        format!("--proxy-address=0.0.0.0:{PROXY_PORT}"),
+    ];
+    let mut mounts = vec![
+        json!({ "name": "data", "mountPath": DATA_DIR, "readOnly": true }),
+        json!({ "name": "config", "mountPath": CONFIG_DIR, "readOnly": true }),
+        json!({ "name": "certs", "mountPath": CERTS_DIR, "readOnly": true }),
+    ];
+    if let Some(arg) = distro::syncer_kubelet_arg(kind) {
+        args.push(arg);
+        mounts.push(egress::mount());
+    }
     let env = |name: &str, path: &str| json!({ "name": name, "valueFrom": { "fieldRef": { "fieldPath": path } } });
     let probe = |path: &str| json!({ "httpGet": { "path": path, "port": "health" }, "periodSeconds": 10, "failureThreshold": 6 });
     json!({
         "name": "syncer",
         "image": input.settings.images.syncer,
-        "args": [
-            format!("--config={CONFIG_DIR}/{}", meta::SYNCER_CONFIG_KEY),
-            format!("--certs-dir={CERTS_DIR}"),
-            format!("--virtual-kubeconfig={}", distro::virtual_kubeconfig(kind)),
-            format!("--metrics-address=$(POD_IP):{SYNCER_METRICS_PORT}"),
-            // All addresses: the Service reaches the pod IP, port-forwarding reaches loopback.
-            format!("--proxy-address=0.0.0.0:{PROXY_PORT}"),
-        ],
+        "args": args,
         "ports": [
             { "name": "https", "containerPort": PROXY_PORT, "protocol": "TCP" },
             { "name": "health", "containerPort": SYNCER_METRICS_PORT, "protocol": "TCP" },
@@ -35,11 +45,7 @@ fn syncer(input: &Input) -> Value {
         "readinessProbe": probe("/readyz"),
         "livenessProbe": probe("/healthz"),
         "resources": { "requests": { "cpu": "20m", "memory": "64Mi" }, "limits": { "cpu": "500m", "memory": "256Mi" } },
-        "volumeMounts": [
-            { "name": "data", "mountPath": DATA_DIR, "readOnly": true },
-            { "name": "config", "mountPath": CONFIG_DIR, "readOnly": true },
-            { "name": "certs", "mountPath": CERTS_DIR, "readOnly": true },
-        ],
+        "volumeMounts": mounts,
     })
 }
 
@@ -354,6 +360,73 @@ controlPlane:
         );
         for name in ["kine", "control-plane", "controller-manager"] {
             assert_eq!(container(&sts, name)["image"], "registry.local/k8s:v1.37.3");
+        }
+    }
+
+    /// Distro k8s's API server reaches its kubelets through the syncer: the egress config from
+    /// `vc-config-<name>`, the admin certificate as kubelet client certificate, and the socket's
+    /// volume mounted in the API server and the syncer only; the syncer is told to serve it.
+    #[test]
+    fn k8s_sends_kubelet_traffic_to_the_syncer_over_a_shared_socket() {
+        let sts = sts(K8S);
+        let apiserver = args(container(&sts, "control-plane"));
+        for want in [
+            "--egress-selector-config-file=/etc/vnest/config/egress-selector.yaml",
+            "--kubelet-client-certificate=/etc/vnest/certs/client.crt",
+            "--kubelet-client-key=/etc/vnest/certs/client.key",
+        ] {
+            assert!(apiserver.contains(&want), "{want}: {apiserver:?}");
+        }
+        assert!(
+            !apiserver
+                .iter()
+                .any(|a| a.starts_with("--kubelet-certificate-authority")),
+            "{apiserver:?}"
+        );
+        assert!(
+            args(container(&sts, "syncer"))
+                .contains(&"--kubelet-socket=/run/vnest-kubelet/kubelet.sock")
+        );
+        let socket_mount = ("kubelet-proxy", "/run/vnest-kubelet");
+        for (name, mounted) in [
+            ("control-plane", true),
+            ("syncer", true),
+            ("kine", false),
+            ("controller-manager", false),
+        ] {
+            assert_eq!(
+                mounts(container(&sts, name)).contains(&socket_mount),
+                mounted,
+                "{name}"
+            );
+        }
+        let keys: Vec<&str> = super::super::distro::config_files(&input(&spec_from_yaml(K8S)))
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect();
+        assert!(keys.contains(&"egress-selector.yaml"), "{keys:?}");
+    }
+
+    /// k3s and k0s keep their own egress setup: their syncer serves pod streams itself.
+    #[test]
+    fn k3s_and_k0s_syncers_serve_no_kubelet_socket() {
+        for spec in ["{}", K0S] {
+            let sts = sts(spec);
+            let syncer = container(&sts, "syncer");
+            assert!(
+                !args(syncer)
+                    .iter()
+                    .any(|a| a.starts_with("--kubelet-socket")),
+                "{spec}"
+            );
+            assert!(
+                sts["spec"]["template"]["spec"]["volumes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|v| v["name"] != "kubelet-proxy"),
+                "{spec}"
+            );
         }
     }
 

@@ -86,13 +86,24 @@ impl Outgoing {
 
     /// Points the request at another path, keeping the query.
     pub fn set_path(&mut self, path: &str) {
-        let uri = match self.parts.uri.query() {
+        let query = self.parts.uri.query().map(str::to_string);
+        self.set_uri(path, query.as_deref());
+    }
+
+    /// Replaces the query, keeping the path (`query` is already encoded).
+    pub fn set_query(&mut self, query: &str) {
+        let path = self.parts.uri.path().to_string();
+        self.set_uri(&path, Some(query).filter(|q| !q.is_empty()));
+    }
+
+    fn set_uri(&mut self, path: &str, query: Option<&str>) {
+        let uri = match query {
             Some(query) => format!("{path}?{query}"),
             None => path.to_string(),
         };
         self.parts.uri = uri
             .parse()
-            .expect("a path built from a valid URI stays valid");
+            .expect("a path and query built from valid URI parts stay valid");
     }
 
     /// Sends the request with `client` (whose base URL and credentials apply) and returns

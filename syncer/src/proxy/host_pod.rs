@@ -1,10 +1,14 @@
 //! `pods/log`, `exec`, `attach` and `portforward` of a virtual pod, served by its host pod.
 //!
-//! The virtual API server authorizes nothing here (it never sees the request), so the proxy
-//! asks it: the caller is identified (certificate, or the virtual API server's TokenReview
-//! of a bearer token) and a SubjectAccessReview decides, with the verb and subresource the
-//! API server itself would check. Only a host pod that carries the virtual pod's uid in its
-//! `object-uid` annotation is ever reached, so a tenant reaches nothing but its own pods.
+//! Where the virtual API server reaches its "kubelets" through the syncer ([`super::kubelet`],
+//! distro `k8s`), it has authenticated, authorized and admitted the request already and only
+//! [`host_pod_of`] and [`forward`] run here. Elsewhere (k3s, k0s) the tenant's request comes
+//! straight here and the virtual API server never sees it, so the proxy asks it: the caller
+//! is identified (certificate, or the virtual API server's TokenReview of a bearer token) and
+//! a SubjectAccessReview decides, with the verb and subresource the API server itself would
+//! check; its admission (webhooks, policies on `pods/exec`) is not run on that path. Only a
+//! host pod that carries the virtual pod's uid in its `object-uid` annotation is ever
+//! reached, so a tenant reaches nothing but its own pods.
 
 use std::collections::BTreeMap;
 
@@ -18,6 +22,8 @@ use k8s_openapi::api::{
 };
 use kube::{Api, Client, api::PostParams};
 use vnest_crds::meta::ANNOTATION_OBJECT_UID;
+
+use crate::engine::Ctx;
 
 use super::{
     Caller, Proxy,
@@ -149,12 +155,11 @@ fn not_found(namespace: &str, name: &str, why: &str) -> Response<ProxyBody> {
 }
 
 /// The host pod's name, once it is known to be the copy of this virtual pod.
-async fn host_pod_of(
-    proxy: &Proxy,
+pub(super) async fn host_pod_of(
+    ctx: &Ctx,
     namespace: &str,
     name: &str,
 ) -> Result<String, Response<ProxyBody>> {
-    let ctx = &proxy.ctx;
     let virtual_pod = Api::<Pod>::namespaced(ctx.virt.clone(), namespace)
         .get_opt(name)
         .await
@@ -185,32 +190,42 @@ async fn allowed_host_pod(
     let virt = &proxy.ctx.virt;
     let who = requester(virt, caller).await?;
     authorize(virt, who, sub, namespace, name).await?;
-    host_pod_of(proxy, namespace, name).await
+    host_pod_of(&proxy.ctx, namespace, name).await
 }
 
 /// Serves a pod subresource request for `caller` from the host pod.
 pub async fn serve(
     proxy: &Proxy,
     caller: Caller,
-    mut outgoing: Outgoing,
+    outgoing: Outgoing,
     namespace: &str,
     name: &str,
     sub: PodSubresource,
 ) -> Response<ProxyBody> {
-    let host_name = match allowed_host_pod(proxy, caller, namespace, name, sub).await {
-        Ok(host_name) => host_name,
-        Err(denied) => return denied,
-    };
-    let ctx = &proxy.ctx;
+    match allowed_host_pod(proxy, caller, namespace, name, sub).await {
+        Ok(host_name) => forward(proxy, outgoing, name, &host_name, sub).await,
+        Err(denied) => denied,
+    }
+}
+
+/// Sends `outgoing` (its query in the API server's form) as the syncer to host pod
+/// `host_name`'s subresource `sub`; errors name the virtual pod `name` instead.
+pub(super) async fn forward(
+    proxy: &Proxy,
+    mut outgoing: Outgoing,
+    name: &str,
+    host_name: &str,
+    sub: PodSubresource,
+) -> Response<ProxyBody> {
     identity::strip_credentials(&mut outgoing.parts.headers);
     outgoing.set_path(&format!(
         "/api/v1/namespaces/{}/pods/{host_name}/{}",
-        ctx.target.host_namespace,
+        proxy.ctx.target.host_namespace,
         sub.name()
     ));
     let response = outgoing.send(&proxy.upstreams.host).await;
     if response.status().is_client_error() || response.status().is_server_error() {
-        return rename_in_error(response, &[(&host_name, name)]).await;
+        return rename_in_error(response, &[(host_name, name)]).await;
     }
     response
 }

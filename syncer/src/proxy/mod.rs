@@ -5,7 +5,10 @@
 //! - A bearer token (the virtual cluster's service-account tokens, used by pods) and an
 //!   anonymous request pass through unchanged, on a connection without credentials, for the
 //!   virtual API server to judge.
-//! - `pods/{log,exec,attach,portforward}` are served by the host pod ([`host_pod`]).
+//! - `pods/{log,exec,attach,portforward}` go to the virtual API server like everything else
+//!   when it reaches its kubelets through the syncer ([`kubelet`], distro `k8s`), so its
+//!   admission sees them; otherwise (k3s, k0s) the proxy serves them from the host pod after a
+//!   SubjectAccessReview ([`host_pod`]).
 //! - `/healthz`, `/livez`, `/readyz`, `/metrics` are the syncer's own.
 //!
 //! - Writes of to-host resources an extension API server serves are written through to the
@@ -17,11 +20,18 @@ mod activity;
 mod forward;
 mod host_pod;
 mod identity;
+mod kubelet;
 mod route;
 mod tls;
 mod write_through;
 
-use std::{convert::Infallible, net::SocketAddr, path::Path, sync::Arc, time::Duration};
+use std::{
+    convert::Infallible,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
 
 use anyhow::Context as _;
 use http::{Request, Response, StatusCode, header::AUTHORIZATION};
@@ -61,18 +71,26 @@ pub struct Proxy {
     activity: Activity,
     write_through: write_through::target::Targets,
     faults: write_through::faults::Faults,
+    /// The virtual API server reaches its kubelets through [`kubelet`]: pod streams go to it.
+    kubelet_served: bool,
 }
 
 /// Serves the proxy on `address` with the certificates in `certs_dir` until the listener
 /// fails; writes of the `custom` resources that need it are written through to the host.
+/// With `kubelet_socket`, the virtual API server's kubelet traffic is served there too.
 pub async fn serve(
     address: SocketAddr,
     certs_dir: &Path,
     ctx: Arc<Ctx>,
     upstreams: Upstreams,
     custom: Vec<Arc<Resolved>>,
+    kubelet_socket: Option<PathBuf>,
 ) -> anyhow::Result<()> {
-    let tls = tls::TlsFiles::load(certs_dir)?;
+    let tls = tls::TlsFiles::load(certs_dir, tls::ClientCerts::Optional)?;
+    let kubelet_tls = match &kubelet_socket {
+        Some(_) => Some(tls::TlsFiles::load(certs_dir, tls::ClientCerts::Required)?),
+        None => None,
+    };
     let listener = TcpListener::bind(address)
         .await
         .with_context(|| format!("failed to listen on {address}"))?;
@@ -83,7 +101,16 @@ pub async fn serve(
         activity,
         write_through: write_through::target::Targets::new(custom),
         faults: write_through::faults::Faults::from_env(),
+        kubelet_served: kubelet_socket.is_some(),
     });
+    if let (Some(socket), Some(kubelet_tls)) = (kubelet_socket, kubelet_tls) {
+        let proxy = proxy.clone();
+        tokio::spawn(async move {
+            if let Err(e) = kubelet::serve(socket, kubelet_tls, proxy).await {
+                tracing::error!(error = format!("{e:#}"), "kubelet proxy stopped");
+            }
+        });
+    }
     tracing::info!(%address, "API proxy listening");
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -157,7 +184,10 @@ impl Proxy {
         certificate: &Option<Result<Identity, IdentityError>>,
         request: Request<Incoming>,
     ) -> Response<ProxyBody> {
-        let route = Route::of(request.uri().path());
+        let route = match Route::of(request.uri().path()) {
+            Route::Pod { .. } if self.kubelet_served => Route::Virtual,
+            route => route,
+        };
         if route.is_activity() {
             self.activity.record();
         }

@@ -1,7 +1,7 @@
 //! Which part of the proxy answers a request, from its path alone.
 
-/// Pod subresources the virtual API server cannot serve (its pods have no kubelet): they
-/// are answered by the host pod.
+/// Pod subresources a kubelet serves: the host pod's, reached by the virtual API server
+/// through [`super::kubelet`] or, where it cannot be (k3s, k0s), by the proxy directly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PodSubresource {
     Log,
@@ -48,7 +48,7 @@ pub enum Route {
     Readyz,
     /// The syncer's Prometheus metrics.
     Metrics,
-    /// A virtual pod's subresource, served from its host pod.
+    /// A virtual pod's subresource the proxy serves from its host pod itself.
     Pod {
         namespace: String,
         name: String,

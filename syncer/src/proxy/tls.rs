@@ -1,5 +1,6 @@
 //! The proxy's TLS: the serving certificate from `<name>-certs` (mounted as a folder) and
-//! optional client certificates verified against the vnest CA in the same Secret.
+//! client certificates verified against the vnest CA in the same Secret (optional for the
+//! tenant-facing proxy, required where the virtual API server calls its "kubelet").
 //!
 //! The operator reissues the serving certificate when the names it covers change, and the
 //! kubelet swaps the mounted files; a changed `tls.crt` is picked up by the next connection.
@@ -21,9 +22,17 @@ const SERVER_CERT: &str = "tls.crt";
 const SERVER_KEY: &str = "tls.key";
 const CA_CERT: &str = "ca.crt";
 
+/// Whether a connection must present a client certificate signed by the vnest CA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientCerts {
+    Optional,
+    Required,
+}
+
 /// Reads a rustls config from a certificate folder, reloading it when `tls.crt` changes.
 pub struct TlsFiles {
     dir: PathBuf,
+    clients: ClientCerts,
     current: RwLock<(Option<SystemTime>, Arc<ServerConfig>)>,
 }
 
@@ -39,8 +48,8 @@ fn read(dir: &Path, name: &str) -> anyhow::Result<Vec<u8>> {
 }
 
 /// The server config for the files in `dir`: HTTP/1.1 only (upgrades and watches are
-/// spliced or streamed as they come), client certificates optional.
-pub fn server_config(dir: &Path) -> anyhow::Result<ServerConfig> {
+/// spliced or streamed as they come).
+pub fn server_config(dir: &Path, clients: ClientCerts) -> anyhow::Result<ServerConfig> {
     let chain = CertificateDer::pem_slice_iter(&read(dir, SERVER_CERT)?)
         .collect::<Result<Vec<_>, _>>()
         .context("serving certificate tls.crt is not PEM")?;
@@ -53,10 +62,13 @@ pub fn server_config(dir: &Path) -> anyhow::Result<ServerConfig> {
             .context("ca.crt is not a usable CA certificate")?;
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .allow_unauthenticated()
-        .build()
-        .context("client certificate verifier")?;
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+    let verifier = match clients {
+        ClientCerts::Optional => verifier.allow_unauthenticated(),
+        ClientCerts::Required => verifier,
+    }
+    .build()
+    .context("client certificate verifier")?;
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_client_cert_verifier(verifier)
@@ -67,10 +79,11 @@ pub fn server_config(dir: &Path) -> anyhow::Result<ServerConfig> {
 }
 
 impl TlsFiles {
-    pub fn load(dir: &Path) -> anyhow::Result<Self> {
-        let config = server_config(dir)?;
+    pub fn load(dir: &Path, clients: ClientCerts) -> anyhow::Result<Self> {
+        let config = server_config(dir, clients)?;
         Ok(TlsFiles {
             dir: dir.to_path_buf(),
+            clients,
             current: RwLock::new((modified(dir), Arc::new(config))),
         })
     }
@@ -85,7 +98,7 @@ impl TlsFiles {
             }
         }
         let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
-        match server_config(&self.dir) {
+        match server_config(&self.dir, self.clients) {
             Ok(config) => {
                 tracing::info!(dir = %self.dir.display(), "serving certificate reloaded");
                 *current = (now, Arc::new(config));
