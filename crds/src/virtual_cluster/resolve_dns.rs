@@ -91,8 +91,8 @@ pub enum DnsTarget {
     HostDns,
     /// This address.
     Ip(IpAddr),
-    /// The name is answered as this other name (resolved the way the virtual cluster resolves
-    /// it), with the asked name in the answer.
+    /// The name is answered as this other name, asked of the host's DNS server, with the
+    /// asked name in the answer (names under the entry's map to names under this one).
     Hostname(String),
     /// The ClusterIP of this host Service (`namespace`, `name`), read by the syncer.
     HostService(String, String),
