@@ -44,6 +44,8 @@ const METRICS_PORT: i32 = 9153;
 const SETTLE: Duration = Duration::from_secs(5);
 /// Re-applied this often even when no watch event says so (a missed event heals).
 const RESYNC: Duration = Duration::from_secs(300);
+/// Re-applied this soon after a failure.
+const RETRY: Duration = Duration::from_secs(5);
 
 /// Renders the Corefile from what the entries depend on and applies every DNS object; the
 /// problems of the entries left out.
@@ -97,12 +99,15 @@ pub async fn run(ctx: Arc<Ctx>) {
                     ctx.warn_on(config_map.clone(), problem.reason, problem.message.clone())
                         .await;
                 }
+                // A host Service that could not be read (the operator's RBAC may trail the
+                // syncer's start) is tried again soon, not at the next resync.
+                let retry = problems.iter().any(|p| p.reason == resolve_dns::UNREADABLE);
                 reported = problems;
-                RESYNC
+                if retry { RETRY } else { RESYNC }
             }
             Err(e) => {
                 tracing::warn!(error = format!("{e:#}"), "applying DNS failed; retrying");
-                Duration::from_secs(5)
+                RETRY
             }
         };
         tokio::select! {

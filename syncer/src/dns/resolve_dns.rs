@@ -17,6 +17,9 @@ use vnest_crds::{DnsMapping, DnsSource, DnsTarget, HostDns, ResolveDns};
 use super::corefile::{Answer, Block};
 use crate::engine::Ctx;
 
+/// The reason of a problem that may go away by itself (a host Service not readable yet).
+pub const UNREADABLE: &str = "HostServiceUnreadable";
+
 /// A host Service an entry maps to, `(namespace, name)`.
 pub type HostServiceRef = (String, String);
 
@@ -112,7 +115,7 @@ fn answer(
                 }
                 Some(HostService::Unreadable(why)) => {
                     return Err((
-                        "HostServiceUnreadable",
+                        UNREADABLE,
                         format!(
                             "{field}: host Service {ns}/{name} could not be read ({why}); retried"
                         ),
@@ -120,7 +123,7 @@ fn answer(
                 }
                 None => {
                     return Err((
-                        "HostServiceUnreadable",
+                        UNREADABLE,
                         format!("{field}: host Service {ns}/{name} not read yet; retried"),
                     ));
                 }
