@@ -190,7 +190,8 @@ fn workload(placement: &serde_json::Value) -> String {
 /// from vnest; a tenant pod calls another tenant Service by short name and by FQDN, a headless
 /// Service resolves to its pods' addresses, each `resolveDNS` mapping (host Service, hostname,
 /// forwarded zone, address) answers as mapped while an entry over a virtual Service is left out
-/// with a Warning event, and neither an unmapped host Service nor the host copy of the
+/// with a Warning event, a mapped host Service that goes and comes back is reported and then
+/// served at its new ClusterIP, and neither an unmapped host Service nor the host copy of the
 /// tenant's own Service resolves from inside.
 #[tokio::test]
 async fn tenant_pods_resolve_virtual_services_and_only_the_mapped_host_names() {
@@ -433,28 +434,110 @@ async fn tenant_pods_resolve_virtual_services_and_only_the_mapped_host_names() {
         })
         .await;
     }
-    wait::until(
+    // The Warning events on the coredns ConfigMap, a `<type> <reason> <note>` line each.
+    let coredns_events = || {
+        tenant(
+            &kubeconfig,
+            &[
+                "-n",
+                "kube-system",
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.kind=ConfigMap,involvedObject.name=coredns",
+                "-o",
+                r#"jsonpath={range .items[*]}{.type} {.reason} {.message}{"\n"}{end}"#,
+            ],
+        )
+    };
+    let event_starting = |prefix: String| async move {
+        let out = coredns_events()?;
+        if out.lines().any(|l| l.starts_with(&prefix)) {
+            Ok(out)
+        } else {
+            Err(out)
+        }
+    };
+    let in_use = wait::until(
         "a Warning event on the coredns ConfigMap naming resolveDNS[4]",
         CONVERGE,
+        || event_starting("Warning DNSNameInUse spec.networking.resolveDNS[4]: ".to_string()),
+    )
+    .await;
+    assert!(
+        in_use.contains("virtual Service default/kubernetes"),
+        "{in_use}"
+    );
+
+    // A mapped host Service that goes away leaves its entry out of the Corefile, with a
+    // Warning event; created again, its (new) ClusterIP is served. The Corefile is checked,
+    // not a lookup: CoreDNS reloads it only after the kubelet updates the mounted file.
+    let corefile = || {
+        tenant(
+            &kubeconfig,
+            &[
+                "-n",
+                "kube-system",
+                "get",
+                "configmap",
+                "coredns",
+                "-o",
+                "jsonpath={.data.Corefile}",
+            ],
+        )
+    };
+    let db_zone = format!("db.default.svc.{DOMAIN}:1053");
+    let served = corefile().unwrap();
+    assert!(served.contains(&db_zone), "{served}");
+    assert!(served.contains(&format!("IN A {postgres}")), "{served}");
+    services
+        .delete("postgres", &Default::default())
+        .await
+        .unwrap();
+    wait::until(
+        "the deleted host Service's entry left out",
+        CONVERGE,
         || async {
-            let out = tenant(
-                &kubeconfig,
-                &[
-                    "-n",
-                    "kube-system",
-                    "get",
-                    "events",
-                    "--field-selector",
-                    "involvedObject.kind=ConfigMap,involvedObject.name=coredns",
-                    "-o",
-                    r#"jsonpath={range .items[*]}{.type} {.reason} {.message}{"\n"}{end}"#,
-                ],
-            )?;
-            let named = out.lines().any(|l| {
-                l.starts_with("Warning DNSNameInUse spec.networking.resolveDNS[4]: ")
-                    && l.contains("virtual Service default/kubernetes")
-            });
-            if named { Ok(()) } else { Err(out) }
+            let text = corefile()?;
+            if text.contains(&db_zone) {
+                Err(text)
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+    wait::until(
+        "a Warning event naming resolveDNS[0]'s missing host Service",
+        CONVERGE,
+        || {
+            event_starting(
+                "Warning HostServiceNotFound spec.networking.resolveDNS[0].target.hostService: "
+                    .to_string(),
+            )
+        },
+    )
+    .await;
+    let again: Service = serde_json::from_value(json!({
+        "metadata": { "name": "postgres" },
+        "spec": { "ports": [{ "port": 5432 }] },
+    }))
+    .unwrap();
+    let created = services
+        .create(&PostParams::default(), &again)
+        .await
+        .unwrap();
+    let address = created.spec.and_then(|s| s.cluster_ip).unwrap();
+    wait::until(
+        "the re-created host Service's ClusterIP served",
+        CONVERGE,
+        || async {
+            let text = corefile()?;
+            if text.contains(&db_zone) && text.contains(&format!("IN A {address}")) {
+                Ok(())
+            } else {
+                Err(text)
+            }
         },
     )
     .await;
