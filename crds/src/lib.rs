@@ -21,7 +21,7 @@ pub mod virtual_cluster;
 pub use duration::{DurationError, DurationSpec};
 pub use policy::{VirtualClusterPolicy, VirtualClusterPolicySpec};
 pub use quantity::{QuantityMap, quantity_value};
-pub use syncer_config::SyncerConfig;
+pub use syncer_config::{HostDns, SyncerConfig};
 pub use template::{
     RenderedTemplate, TemplateParameter, TemplateRef, VirtualClusterTemplate,
     VirtualClusterTemplateSpec,

@@ -1,6 +1,8 @@
 //! The syncer's configuration. The operator renders it from a VirtualCluster into Secret
 //! `vc-config-<name>` (key [`crate::meta::SYNCER_CONFIG_KEY`]); the syncer reads it at start.
 
+use std::net::IpAddr;
+
 use serde::{Deserialize, Serialize};
 
 use crate::{CoreDns, Networking, PodSecurityStandard, Sync, VirtualClusterSpec};
@@ -25,6 +27,20 @@ pub struct SyncerConfig {
     /// newer syncer must not start deploying one behind its back.
     #[serde(default = "CoreDns::disabled")]
     pub coredns: CoreDns,
+    /// The host cluster's DNS server, which `networking.resolveDNS` entries forward to. Set by
+    /// the operator only when the spec has entries, so adding it rolls no other pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_dns: Option<HostDns>,
+}
+
+/// Where the host cluster's DNS server is, and the domain of its Services.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostDns {
+    /// The address (port 53) the virtual cluster's CoreDNS forwards host lookups to.
+    pub server: IpAddr,
+    /// The host's cluster domain: a `hostNamespace` entry asks for `<svc>.<ns>.svc.<this>`.
+    pub cluster_domain: String,
 }
 
 impl SyncerConfig {
@@ -38,6 +54,7 @@ impl SyncerConfig {
             networking: spec.networking.clone(),
             pod_security_standard: spec.policies.pod_security_standard,
             coredns: spec.control_plane.coredns.clone(),
+            host_dns: None,
         }
     }
 }

@@ -71,6 +71,10 @@ struct Args {
     /// CIDR: the syncer gives virtual Services the ClusterIPs of their host copies.
     #[arg(long, env = "VNEST_SERVICE_CIDR", default_value = settings::DEFAULT_SERVICE_CIDR, value_parser = parse_cidr)]
     service_cidr: String,
+    /// The host cluster's DNS server, which `networking.resolveDNS` entries forward to.
+    /// Default: the 10th address of `--service-cidr`, where kubeadm puts `kube-dns`.
+    #[arg(long, env = "VNEST_HOST_DNS")]
+    host_dns: Option<IpAddr>,
     /// Run without a Lease (a single replica only).
     #[arg(long, env = "VNEST_NO_LEADER_ELECTION")]
     no_leader_election: bool,
@@ -151,6 +155,9 @@ fn settings(args: &Args, wake: Option<WakeEndpoint>) -> Settings {
         images,
         cluster_domain: args.cluster_domain.clone(),
         service_cidr: args.service_cidr.clone(),
+        host_dns: args
+            .host_dns
+            .or_else(|| settings::tenth_address(&args.service_cidr)),
         wake,
         allow_extra_rules: args.allow_extra_rules,
     }

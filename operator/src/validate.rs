@@ -216,6 +216,16 @@ pub fn validate(spec: &VirtualClusterSpec, namespace: &str) -> Result<Policy, Ve
             );
         }
     }
+    // The schema cannot type `target` (a string or an object): each entry is read here.
+    let domain = &spec.networking.advanced.cluster_domain;
+    for (i, entry) in spec.networking.resolve_dns.iter().enumerate() {
+        if let Err(e) = entry.mapping(domain) {
+            c.fail(
+                format!("spec.networking.resolveDNS[{i}].{}", e.field),
+                e.message,
+            );
+        }
+    }
     if let Err(errors) = PodPatches::compile(&to_host.pods) {
         for e in errors {
             c.fail(e.field, e.message);
@@ -388,6 +398,26 @@ mod tests {
             .iter()
             .map(ToString::to_string)
             .collect()
+    }
+
+    /// A resolveDNS entry the operator cannot read is refused with its index and field; the
+    /// seed's entry passes.
+    #[test]
+    fn a_bad_resolve_dns_entry_is_named_by_index_and_field() {
+        assert_eq!(
+            errors(
+                "networking: {resolveDNS: [{hostname: '*.amazonaws.com', target: host, service: ''}]}"
+            ),
+            Vec::<String>::new()
+        );
+        let errors = errors(
+            "networking: {resolveDNS: [{hostname: a.example.com, target: host}, {hostname: b.example.com, target: {ip: nope}}]}",
+        );
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].starts_with("spec.networking.resolveDNS[1].target.ip: "),
+            "{errors:?}"
+        );
     }
 
     /// The report's 63-character name: refused with the maximum, before anything is made.

@@ -1,6 +1,8 @@
 //! DNS in a virtual cluster, for real on the bed's node: the CoreDNS vnest keeps in the virtual
 //! cluster's `kube-system` runs as a synced pod, and tenant pods find each other's Services by
-//! name in the cluster domain the spec sets — and find nothing of the host's.
+//! name in the cluster domain the spec sets — and of the host's only what
+//! `networking.resolveDNS` maps in. The bed's host runs no DNS server, so the test starts one
+//! (CoreDNS answering two names from its `hosts` plugin) and names it with `--host-dns`.
 
 use std::{path::Path, process::Command, time::Duration};
 
@@ -64,6 +66,7 @@ fn private_syncer_image() -> String {
 fn keeps_dns_fields(vc: &VirtualCluster) -> Result<(), String> {
     let spec = &vc.spec;
     if spec.networking.advanced.cluster_domain == DOMAIN
+        && spec.networking.resolve_dns.len() == 5
         && !spec
             .control_plane
             .coredns
@@ -78,6 +81,65 @@ fn keeps_dns_fields(vc: &VirtualCluster) -> Result<(), String> {
             spec.networking, spec.control_plane.coredns
         ))
     }
+}
+
+/// What the host's DNS server answers: two names outside any cluster.
+const HOST_NAMES: [(&str, &str); 2] = [
+    ("api.corp.internal", "10.77.0.5"),
+    ("db.corp.internal", "10.77.0.6"),
+];
+
+/// A host DNS server on the real node (CoreDNS from the bed's image, answering [`HOST_NAMES`])
+/// behind Service `host-dns` port 53, and host Service `postgres` (no pods: only its ClusterIP
+/// is mapped), in host namespace `ns`.
+fn host_objects(ns: &str, placement: &serde_json::Value) -> String {
+    let hosts: String = HOST_NAMES
+        .iter()
+        .map(|(name, ip)| format!("        {ip} {name}\n"))
+        .collect();
+    let corefile = format!(".:1053 {{\n    errors\n    hosts {{\n{hosts}    }}\n}}\n");
+    let labels = json!({ "app": "host-dns" });
+    let doc = json!({
+        "apiVersion": "v1", "kind": "List", "items": [
+            {
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": { "name": "host-dns", "namespace": ns },
+                "data": { "Corefile": corefile },
+            },
+            {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": { "name": "host-dns", "namespace": ns, "labels": labels },
+                "spec": {
+                    "nodeSelector": placement["nodeSelector"],
+                    "tolerations": placement["tolerations"],
+                    "terminationGracePeriodSeconds": 1,
+                    "dnsPolicy": "Default",
+                    "securityContext": { "runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": { "type": "RuntimeDefault" } },
+                    "containers": [{
+                        "name": "coredns", "image": local_image("coredns"), "imagePullPolicy": "Never",
+                        "args": ["-conf", "/etc/coredns/Corefile"],
+                        "securityContext": { "allowPrivilegeEscalation": false, "capabilities": { "drop": ["ALL"] } },
+                        "volumeMounts": [{ "name": "config", "mountPath": "/etc/coredns" }],
+                    }],
+                    "volumes": [{ "name": "config", "configMap": { "name": "host-dns" } }],
+                },
+            },
+            {
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": { "name": "host-dns", "namespace": ns },
+                "spec": { "selector": labels, "ports": [
+                    { "name": "dns", "port": 53, "targetPort": 1053, "protocol": "UDP" },
+                    { "name": "dns-tcp", "port": 53, "targetPort": 1053, "protocol": "TCP" },
+                ] },
+            },
+            {
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": { "name": "postgres", "namespace": ns },
+                "spec": { "ports": [{ "port": 5432 }] },
+            },
+        ]
+    });
+    serde_json::to_string(&doc).unwrap()
 }
 
 /// Two vnest-echo pods on the real node behind Service `echo` and headless Service
@@ -126,10 +188,13 @@ fn workload(placement: &serde_json::Value) -> String {
 
 /// A VirtualCluster (distro k8s, cluster domain `tenant.test`) on the real node gets its CoreDNS
 /// from vnest; a tenant pod calls another tenant Service by short name and by FQDN, a headless
-/// Service resolves to its pods' addresses, and neither a host Service nor the host copy of the
+/// Service resolves to its pods' addresses, each `resolveDNS` mapping (host Service, hostname,
+/// forwarded zone, address) answers as mapped while an entry over a virtual Service is left out
+/// with a Warning event, a mapped host Service that goes and comes back is reported and then
+/// served at its new ClusterIP, and neither an unmapped host Service nor the host copy of the
 /// tenant's own Service resolves from inside.
 #[tokio::test]
-async fn tenant_pods_resolve_virtual_services_and_nothing_of_the_host() {
+async fn tenant_pods_resolve_virtual_services_and_only_the_mapped_host_names() {
     // Not `node::real_node()`: it imports every workspace image under the shared tags, which
     // other worktrees' tests on the bed run.
     let node = RealNode {
@@ -144,22 +209,52 @@ async fn tenant_pods_resolve_virtual_services_and_nothing_of_the_host() {
     let client = bed().host().await;
     crd::install(&client).await;
     let ns = TestNamespace::create(&client, "dns").await;
+    let syncer_image = private_syncer_image();
+    let placement = node.placement();
+    // The host's DNS server and the host Service an entry maps, before the virtual cluster.
+    let host_manifest = std::env::temp_dir().join(format!("vnest-dns-{}-host.json", ns.name));
+    std::fs::write(&host_manifest, host_objects(&ns.name, &placement)).unwrap();
+    bed()
+        .kubectl(&["apply", "-f", host_manifest.to_str().unwrap()])
+        .unwrap();
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns.name);
+    let cluster_ip = |name: &'static str| {
+        let services = services.clone();
+        async move {
+            let service = services.get(name).await.unwrap();
+            service.spec.and_then(|s| s.cluster_ip).unwrap()
+        }
+    };
+    let host_dns = cluster_ip("host-dns").await;
+    let postgres = cluster_ip("postgres").await;
     let _operator = OperatorProcess::start_with_args(
         bed(),
         &ns.name,
         "op-a",
         free_port(),
-        &[format!("--syncer-image={}", private_syncer_image())],
+        &[
+            format!("--syncer-image={syncer_image}"),
+            format!("--host-dns={host_dns}"),
+        ],
     );
     node.provide_data_volume(&client, &ns.name, VC).await;
-    let placement = node.placement();
     let spec = json!({
         "controlPlane": {
             "distro": { "k8s": { "enabled": true } },
             "statefulSet": { "scheduling": placement, "persistence": { "size": "1Gi" } },
             "coredns": { "deployment": placement },
         },
-        "networking": { "advanced": { "clusterDomain": DOMAIN } },
+        "networking": {
+            "advanced": { "clusterDomain": DOMAIN },
+            "resolveDNS": [
+                { "service": "default/db", "target": { "hostService": format!("{}/postgres", ns.name) } },
+                { "hostname": "app.tenant.example", "target": { "hostname": HOST_NAMES[0].0 } },
+                { "hostname": "*.corp.internal", "target": "host" },
+                { "hostname": "legacy.example.com", "target": { "ip": "10.1.2.3" } },
+                // The virtual cluster's own `kubernetes` Service has this name: not served.
+                { "service": "default/kubernetes", "target": { "ip": "10.9.9.9" } },
+            ],
+        },
         "policies": { "podSecurityStandard": "restricted" },
     });
     // The bed's API server is shared: wait until it serves this CRD's schema (a dry run keeps
@@ -222,7 +317,6 @@ async fn tenant_pods_resolve_virtual_services_and_nothing_of_the_host() {
 
     // A host Service the tenant has no mapping for, in a host namespace of its own.
     let hidden = "hidden";
-    let services: Api<Service> = Api::namespaced(client.clone(), &ns.name);
     let service: Service = serde_json::from_value(json!({
         "metadata": { "name": hidden },
         "spec": { "ports": [{ "port": 80 }] },
@@ -305,7 +399,150 @@ async fn tenant_pods_resolve_virtual_services_and_nothing_of_the_host() {
     )
     .await;
 
-    // Nothing of the host resolves: the unmapped host Service, under the host's domain or the
+    // resolveDNS: the mapped host Service answers with its host ClusterIP, the mapped hostname
+    // with its target's address from the host's DNS server, the forwarded zone and the fixed
+    // address as mapped; the entry over the virtual `kubernetes` Service is not served.
+    let kubernetes = tenant(
+        &kubeconfig,
+        &[
+            "get",
+            "service",
+            "kubernetes",
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ],
+    )
+    .unwrap();
+    let mapped = [
+        (format!("db.default.svc.{DOMAIN}"), postgres.clone()),
+        (
+            "app.tenant.example".to_string(),
+            HOST_NAMES[0].1.to_string(),
+        ),
+        (HOST_NAMES[1].0.to_string(), HOST_NAMES[1].1.to_string()),
+        ("x.legacy.example.com".to_string(), "10.1.2.3".to_string()),
+        (format!("kubernetes.default.svc.{DOMAIN}"), kubernetes),
+    ];
+    for (name, ip) in &mapped {
+        wait::until(&format!("{name} resolving to {ip}"), CONVERGE, || async {
+            let out = exec(&["resolve", name])?;
+            if out.trim() == ip.trim() {
+                Ok(())
+            } else {
+                Err(out)
+            }
+        })
+        .await;
+    }
+    // The Warning events on the coredns ConfigMap, a `<type> <reason> <note>` line each.
+    let coredns_events = || {
+        tenant(
+            &kubeconfig,
+            &[
+                "-n",
+                "kube-system",
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.kind=ConfigMap,involvedObject.name=coredns",
+                "-o",
+                r#"jsonpath={range .items[*]}{.type} {.reason} {.message}{"\n"}{end}"#,
+            ],
+        )
+    };
+    let event_starting = |prefix: String| async move {
+        let out = coredns_events()?;
+        if out.lines().any(|l| l.starts_with(&prefix)) {
+            Ok(out)
+        } else {
+            Err(out)
+        }
+    };
+    let in_use = wait::until(
+        "a Warning event on the coredns ConfigMap naming resolveDNS[4]",
+        CONVERGE,
+        || event_starting("Warning DNSNameInUse spec.networking.resolveDNS[4]: ".to_string()),
+    )
+    .await;
+    assert!(
+        in_use.contains("virtual Service default/kubernetes"),
+        "{in_use}"
+    );
+
+    // A mapped host Service that goes away leaves its entry out of the Corefile, with a
+    // Warning event; created again, its (new) ClusterIP is served. The Corefile is checked,
+    // not a lookup: CoreDNS reloads it only after the kubelet updates the mounted file.
+    let corefile = || {
+        tenant(
+            &kubeconfig,
+            &[
+                "-n",
+                "kube-system",
+                "get",
+                "configmap",
+                "coredns",
+                "-o",
+                "jsonpath={.data.Corefile}",
+            ],
+        )
+    };
+    let db_zone = format!("db.default.svc.{DOMAIN}:1053");
+    let served = corefile().unwrap();
+    assert!(served.contains(&db_zone), "{served}");
+    assert!(served.contains(&format!("IN A {postgres}")), "{served}");
+    services
+        .delete("postgres", &Default::default())
+        .await
+        .unwrap();
+    wait::until(
+        "the deleted host Service's entry left out",
+        CONVERGE,
+        || async {
+            let text = corefile()?;
+            if text.contains(&db_zone) {
+                Err(text)
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+    wait::until(
+        "a Warning event naming resolveDNS[0]'s missing host Service",
+        CONVERGE,
+        || {
+            event_starting(
+                "Warning HostServiceNotFound spec.networking.resolveDNS[0].target.hostService: "
+                    .to_string(),
+            )
+        },
+    )
+    .await;
+    let again: Service = serde_json::from_value(json!({
+        "metadata": { "name": "postgres" },
+        "spec": { "ports": [{ "port": 5432 }] },
+    }))
+    .unwrap();
+    let created = services
+        .create(&PostParams::default(), &again)
+        .await
+        .unwrap();
+    let address = created.spec.and_then(|s| s.cluster_ip).unwrap();
+    wait::until(
+        "the re-created host Service's ClusterIP served",
+        CONVERGE,
+        || async {
+            let text = corefile()?;
+            if text.contains(&db_zone) && text.contains(&format!("IN A {address}")) {
+                Ok(())
+            } else {
+                Err(text)
+            }
+        },
+    )
+    .await;
+
+    // Nothing else of the host resolves: the unmapped host Service, under the host's domain or the
     // tenant's, nor the host copy of the tenant's own Service. Tenant names keep resolving
     // meanwhile, so each failure is this name's, not a broken resolver.
     let host_copy = format!("echo-x-default-x-{VC}");
@@ -313,6 +550,8 @@ async fn tenant_pods_resolve_virtual_services_and_nothing_of_the_host() {
         format!("{hidden}.{}.svc.cluster.local", ns.name),
         format!("{hidden}.{}.svc.{DOMAIN}", ns.name),
         format!("{hidden}.{}", ns.name),
+        // Mapped under another name only.
+        format!("postgres.{}.svc.cluster.local", ns.name),
         format!("{host_copy}.{}.svc.cluster.local", ns.name),
         format!("{host_copy}.{}", ns.name),
     ];

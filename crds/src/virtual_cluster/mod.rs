@@ -4,12 +4,14 @@
 mod control_plane;
 mod lifecycle;
 mod policies;
+mod resolve_dns;
 mod status;
 mod sync;
 
 pub use control_plane::*;
 pub use lifecycle::*;
 pub use policies::*;
+pub use resolve_dns::*;
 pub use status::*;
 pub use sync::*;
 
@@ -153,6 +155,12 @@ fn name_format_rule() -> Rule {
 pub struct Networking {
     #[serde(default)]
     pub replicate_services: ReplicateServices,
+    /// Names the virtual cluster's DNS server answers from outside it: a host name through
+    /// the host's DNS server, a fixed address, another name, a host Service's ClusterIP, or a
+    /// virtual namespace's Service names as those of a host namespace.
+    #[serde(default, rename = "resolveDNS", skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub resolve_dns: Vec<ResolveDns>,
     #[serde(default)]
     pub advanced: NetworkingAdvanced,
 }

@@ -3,7 +3,7 @@
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use serde_json::json;
 use vnest_crds::{
-    CustomResources, GATEWAY_API_GROUP, ResourceScope, activity, meta::ChildNames,
+    CustomResources, DnsTarget, GATEWAY_API_GROUP, ResourceScope, activity, meta::ChildNames,
     split_service_ref,
 };
 
@@ -176,21 +176,28 @@ pub fn cluster_role_rules(input: &Input) -> Vec<PolicyRule> {
         ],
         READ,
     ));
-    // replicateServices.fromHost reads exactly the named host Services, wherever they are
-    // (the syncer lists and watches them with a metadata.name field selector).
-    let mut replicated: Vec<String> = input
-        .spec
-        .networking
+    // replicateServices.fromHost and resolveDNS's hostService targets read exactly the named
+    // host Services, wherever they are (the syncer lists and watches them with a
+    // metadata.name field selector).
+    let networking = &input.spec.networking;
+    let domain = &networking.advanced.cluster_domain;
+    let mut named: Vec<String> = networking
         .replicate_services
         .from_host
         .iter()
         .map(|m| split_service_ref(&m.from, input.namespace).1.to_string())
+        .chain(networking.resolve_dns.iter().filter_map(|entry| {
+            match entry.mapping(domain).ok()?.target {
+                DnsTarget::HostService(_, name) => Some(name),
+                _ => None,
+            }
+        }))
         .collect();
-    replicated.sort();
-    replicated.dedup();
-    if !replicated.is_empty() {
+    named.sort();
+    named.dedup();
+    if !named.is_empty() {
         rules.push(PolicyRule {
-            resource_names: Some(replicated),
+            resource_names: Some(named),
             ..rule("", &["services"], READ)
         });
     }
@@ -521,6 +528,32 @@ mod tests {
         let i = input(&spec);
         assert!(grants(&role_rules(&i), "", "services", "create"));
         assert!(!grants(&cluster_role_rules(&i), "", "services", "get"));
+    }
+
+    /// resolveDNS reads the host Services it maps by name only; other targets need no read.
+    #[test]
+    fn resolve_dns_host_services_are_read_by_name_only() {
+        let spec = spec_from_yaml(
+            "networking: {resolveDNS: [{service: default/db, target: {hostService: data/postgres}}, {hostname: a.example.com, target: host}, {namespace: shared, target: {hostNamespace: platform}}]}",
+        );
+        let rule = cluster_role_rules(&input(&spec))
+            .into_iter()
+            .find(|r| r.resources.as_deref() == Some(&["services".to_string()][..]))
+            .expect("a services rule");
+        assert_eq!(rule.verbs, ["get", "list", "watch"]);
+        assert_eq!(
+            rule.resource_names.as_deref(),
+            Some(&["postgres".to_string()][..])
+        );
+        let spec = spec_from_yaml(
+            "networking: {resolveDNS: [{hostname: a.example.com, target: {ip: 10.0.0.1}}]}",
+        );
+        assert!(!grants(
+            &cluster_role_rules(&input(&spec)),
+            "",
+            "services",
+            "get"
+        ));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use base64::Engine;
 use serde_json::{Map, json};
 use sha2::{Digest, Sha256};
 use vnest_crds::{
-    SyncerConfig,
+    HostDns, SyncerConfig,
     meta::{self, ChildNames},
 };
 
@@ -18,7 +18,13 @@ fn b64(data: &[u8]) -> String {
 /// The content of `vc-config-<name>`, by key: the syncer's configuration, then the
 /// distribution's files.
 fn config_files(input: &Input) -> Vec<(&'static str, String)> {
-    let config = SyncerConfig::from_spec(input.namespace, input.name, input.spec);
+    let mut config = SyncerConfig::from_spec(input.namespace, input.name, input.spec);
+    if !input.spec.networking.resolve_dns.is_empty() {
+        config.host_dns = input.settings.host_dns.map(|server| HostDns {
+            server,
+            cluster_domain: input.settings.cluster_domain.clone(),
+        });
+    }
     let yaml = serde_yaml::to_string(&config).unwrap_or_default();
     let mut files = vec![(meta::SYNCER_CONFIG_KEY, yaml)];
     files.extend(distro::config_files(input));
@@ -170,6 +176,26 @@ mod tests {
             serde_yaml::from_str(&decode(&secret["data"]["config.yaml"])).unwrap();
         assert_eq!(config.host_namespace, "team-alpha");
         assert!(config.sync.to_host.ingresses.enabled);
+    }
+
+    /// The syncer learns the host's DNS server only when resolveDNS has entries, so an
+    /// operator upgrade rolls no other control-plane pod.
+    #[test]
+    fn the_host_dns_reaches_the_syncer_only_with_resolve_dns_entries() {
+        let read = |yaml: &str| {
+            let spec = spec_from_yaml(yaml);
+            let i = input(&spec);
+            let secret = syncer_config(&i, &i.names()).object;
+            serde_yaml::from_str::<SyncerConfig>(&decode(&secret["data"]["config.yaml"]))
+                .unwrap()
+                .host_dns
+        };
+        assert_eq!(read("{}"), None);
+        let host_dns =
+            read("networking: {resolveDNS: [{hostname: '*.amazonaws.com', target: host}]}")
+                .expect("the host's DNS server");
+        assert_eq!(host_dns.server.to_string(), "10.96.0.10");
+        assert_eq!(host_dns.cluster_domain, "cluster.local");
     }
 
     /// Distro k8s: the controller manager's and syncer's kubeconfig names the mounted PKI

@@ -1,16 +1,10 @@
-//! The virtual cluster's DNS server (`controlPlane.coredns`): a CoreDNS Deployment, its
-//! ConfigMap, ServiceAccount and RBAC, and the `kube-dns` Service, kept in the virtual
-//! cluster's `kube-system`. They are ordinary tenant objects from then on: the pod and the
-//! Service are synced to the host like any other, the pod reads the *virtual* API server
-//! through its ServiceAccount, and tenant pods get the host copy of `kube-dns` as their
-//! nameserver ([`crate::translate::pod`]). A tenant that edits or deletes them gets them back.
+//! The DNS objects in the virtual cluster's `kube-system` ([`objects`]), applied and removed
+//! here, and the watch that tells when a tenant changed one of them.
 
-use std::{sync::Arc, time::Duration};
-
-use futures::{FutureExt, StreamExt, stream};
+use futures::{StreamExt, stream};
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    core::v1::{ConfigMap, Service, ServiceAccount},
+    core::v1::{ConfigMap, ObjectReference, Service, ServiceAccount},
     rbac::v1::{ClusterRole, ClusterRoleBinding},
 };
 use kube::{
@@ -19,55 +13,13 @@ use kube::{
     runtime::{WatchStreamExt, watcher},
 };
 use serde_json::{Value, json};
-use vnest_crds::{CoreDns, SyncerConfig, meta::LABEL_MANAGED_BY};
+use vnest_crds::{SyncerConfig, meta::LABEL_MANAGED_BY};
 
+use super::{
+    CLUSTER_ROLE, DNS_PORT, HEALTH_PORT, MANAGED_BY, METRICS_PORT, NAME, NAMESPACE, READY_PORT,
+    SERVICE,
+};
 use crate::engine::{self, Ctx, is_not_found};
-
-/// Namespace of the DNS objects, where Kubernetes clients expect `kube-dns`.
-pub const NAMESPACE: &str = "kube-system";
-/// Name of the DNS Service; its host copy's ClusterIP is every tenant pod's nameserver.
-pub const SERVICE: &str = "kube-dns";
-/// Name of the Deployment, ConfigMap and ServiceAccount.
-const NAME: &str = "coredns";
-/// Name of the ClusterRole and its binding (cluster-scoped, so prefixed).
-const CLUSTER_ROLE: &str = "vnest:coredns";
-/// `app.kubernetes.io/managed-by` on every DNS object, telling them from a tenant's own.
-const MANAGED_BY: &str = "vnest-syncer";
-/// Port CoreDNS listens on inside its pod: above 1024, so it needs no capability and runs
-/// under the `restricted` Pod Security Standard; the Service maps 53 to it.
-const DNS_PORT: i32 = 1053;
-const HEALTH_PORT: i32 = 8080;
-const READY_PORT: i32 = 8181;
-const METRICS_PORT: i32 = 9153;
-/// How long after a change to the DNS objects they are re-applied.
-const SETTLE: Duration = Duration::from_secs(5);
-/// Re-applied this often even when no watch event says so (a missed event heals).
-const RESYNC: Duration = Duration::from_secs(300);
-
-/// The Corefile: the virtual cluster's Services (and headless Services' pods) in `domain` and
-/// reverse zones from the virtual API server; anything else through the resolver of the node
-/// the pod runs on (its `dnsPolicy: Default`), which is the host's DNS.
-pub fn corefile(domain: &str) -> String {
-    format!(
-        ".:{DNS_PORT} {{
-    errors
-    health :{HEALTH_PORT}
-    ready :{READY_PORT}
-    kubernetes {domain} in-addr.arpa ip6.arpa {{
-        pods insecure
-        fallthrough in-addr.arpa ip6.arpa
-        ttl 30
-    }}
-    prometheus :{METRICS_PORT}
-    forward . /etc/resolv.conf
-    cache 30
-    loop
-    reload
-    loadbalance
-}}
-"
-    )
-}
 
 fn labels() -> Value {
     json!({ LABEL_MANAGED_BY: MANAGED_BY })
@@ -78,10 +30,9 @@ fn pod_labels() -> Value {
 }
 
 /// The DNS objects, in the order they are applied (the ServiceAccount before the Deployment
-/// whose pods name it).
-pub fn objects(config: &SyncerConfig) -> Vec<(ApiResource, Value)> {
+/// whose pods name it), the ConfigMap holding `corefile`.
+pub fn objects(config: &SyncerConfig, corefile: &str) -> Vec<(ApiResource, Value)> {
     let deployment = &config.coredns.deployment;
-    let domain = &config.networking.advanced.cluster_domain;
     let meta = |name: &str| json!({ "name": name, "namespace": NAMESPACE, "labels": labels() });
     let cluster_meta = |name: &str| json!({ "name": name, "labels": labels() });
     vec![
@@ -113,7 +64,7 @@ pub fn objects(config: &SyncerConfig) -> Vec<(ApiResource, Value)> {
             ApiResource::erase::<ConfigMap>(&()),
             json!({
                 "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(NAME),
-                "data": { "Corefile": corefile(domain) },
+                "data": { "Corefile": corefile },
             }),
         ),
         (
@@ -203,25 +154,30 @@ fn api(ctx: &Ctx, resource: &ApiResource, namespaced: bool) -> Api<DynamicObject
     }
 }
 
-/// Applies every DNS object (server-side, forced: vnest owns these fields).
-async fn apply(ctx: &Ctx) -> anyhow::Result<()> {
-    for (resource, object) in objects(&ctx.config) {
+/// Applies every DNS object (server-side, forced: vnest owns these fields); returns the
+/// ConfigMap's reference, which the entries' events are about.
+pub async fn apply(ctx: &Ctx, corefile: &str) -> anyhow::Result<ObjectReference> {
+    let mut config_map = ObjectReference::default();
+    for (resource, object) in objects(&ctx.config, corefile) {
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         let namespaced = object["metadata"].get("namespace").is_some();
         let object: DynamicObject = serde_json::from_value(object.clone())?;
-        engine::apply(&api(ctx, &resource, namespaced), name, &object)
+        let applied = engine::apply(&api(ctx, &resource, namespaced), name, &object)
             .await
             .map_err(|e| {
                 anyhow::anyhow!("failed to apply virtual {} {name}: {e}", resource.kind)
             })?;
+        if resource.kind == "ConfigMap" {
+            config_map = applied.object_ref(&resource);
+        }
     }
-    Ok(())
+    Ok(config_map)
 }
 
 /// Deletes the DNS objects vnest made (`controlPlane.coredns.enabled: false`); a tenant's own
 /// object of the same name is left alone.
-async fn remove(ctx: &Ctx) -> anyhow::Result<()> {
-    for (resource, object) in objects(&ctx.config).into_iter().rev() {
+pub async fn remove(ctx: &Ctx) -> anyhow::Result<()> {
+    for (resource, object) in objects(&ctx.config, "").into_iter().rev() {
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         let api = api(
             ctx,
@@ -249,7 +205,7 @@ async fn remove(ctx: &Ctx) -> anyhow::Result<()> {
 /// A watch of every `K` carrying the DNS objects' label (cluster-wide: one code path for
 /// namespaced and cluster-scoped kinds; only vnest's objects carry it), as a stream of
 /// "something changed".
-fn changes<K>(ctx: &Ctx) -> stream::BoxStream<'static, ()>
+pub fn changes<K>(ctx: &Ctx) -> stream::BoxStream<'static, ()>
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -276,48 +232,6 @@ where
         .boxed()
 }
 
-/// Keeps the DNS objects as the configuration says until the process ends: applied at start,
-/// again whenever one of them changes or goes, and every [`RESYNC`]; removed when disabled.
-pub async fn run(ctx: Arc<Ctx>) {
-    let CoreDns { enabled, .. } = ctx.config.coredns;
-    if !enabled {
-        loop {
-            match remove(&ctx).await {
-                Ok(()) => return futures::future::pending().await,
-                Err(e) => tracing::warn!(error = format!("{e:#}"), "removing DNS failed; retrying"),
-            }
-            tokio::time::sleep(Duration::from_secs(10)).await;
-        }
-    }
-    let mut changed = stream::select_all([
-        changes::<ServiceAccount>(&ctx),
-        changes::<ConfigMap>(&ctx),
-        changes::<Deployment>(&ctx),
-        changes::<Service>(&ctx),
-        changes::<ClusterRole>(&ctx),
-        changes::<ClusterRoleBinding>(&ctx),
-    ]);
-    loop {
-        let wait = match apply(&ctx).await {
-            Ok(()) => RESYNC,
-            Err(e) => {
-                tracing::warn!(error = format!("{e:#}"), "applying DNS failed; retrying");
-                Duration::from_secs(5)
-            }
-        };
-        tokio::select! {
-            _ = changed.next() => {
-                // Let a burst of changes settle, and never race the Service sync: adopting the
-                // host ClusterIP deletes and recreates the virtual kube-dns, and an apply in
-                // between would take the name with a fresh virtual IP.
-                tokio::time::sleep(SETTLE).await;
-                while changed.next().now_or_never().flatten().is_some() {}
-            }
-            _ = tokio::time::sleep(wait) => {}
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,30 +246,26 @@ mod tests {
         &objects.iter().find(|(r, _)| r.kind == kind).unwrap().1
     }
 
-    /// The DNS server serves the spec's cluster domain, not a constant, and forwards the rest
-    /// to the node's resolver.
+    /// The ConfigMap carries the Corefile it is given, which the pod mounts as its config.
     #[test]
-    fn corefile_serves_the_cluster_domain_and_forwards_the_rest() {
-        let objects = super::objects(&config(
-            "networking: {advanced: {clusterDomain: tenant.example}}",
-        ));
-        let corefile = find(&objects, "ConfigMap")["data"]["Corefile"]
-            .as_str()
-            .unwrap();
-        assert!(
-            corefile.contains("kubernetes tenant.example in-addr.arpa"),
-            "{corefile}"
+    fn the_config_map_carries_the_corefile_the_pod_reads() {
+        let objects = super::objects(&config("{}"), "example.com:1053 {}\n");
+        assert_eq!(
+            find(&objects, "ConfigMap")["data"]["Corefile"],
+            "example.com:1053 {}\n"
         );
-        assert!(
-            corefile.contains("forward . /etc/resolv.conf"),
-            "{corefile}"
+        let pod = &find(&objects, "Deployment")["spec"]["template"]["spec"];
+        assert_eq!(pod["volumes"][0]["configMap"]["name"], "coredns");
+        assert_eq!(
+            pod["containers"][0]["args"],
+            json!(["-conf", "/etc/coredns/Corefile"])
         );
     }
 
     /// `kube-dns` answers on 53 and reaches the pod on its unprivileged port.
     #[test]
     fn kube_dns_maps_port_53_to_the_pods_port() {
-        let objects = super::objects(&config("{}"));
+        let objects = super::objects(&config("{}"), "");
         let service = find(&objects, "Service");
         assert_eq!(service["metadata"]["namespace"], "kube-system");
         assert_eq!(service["metadata"]["name"], "kube-dns");
@@ -368,7 +278,7 @@ mod tests {
     /// pods. The pod resolves upstream through its node, never through itself.
     #[test]
     fn the_deployment_takes_image_and_placement_from_the_spec() {
-        let objects = super::objects(&config("{}"));
+        let objects = super::objects(&config("{}"), "");
         let pod = &find(&objects, "Deployment")["spec"]["template"]["spec"];
         assert_eq!(
             pod["containers"][0]["image"],
@@ -376,9 +286,12 @@ mod tests {
         );
         assert_eq!(pod["dnsPolicy"], "Default");
         assert_eq!(pod["serviceAccountName"], "coredns");
-        let objects = super::objects(&config(
-            "controlPlane: {coredns: {deployment: {image: 'local/coredns:dev', replicas: 2, nodeSelector: {disk: ssd}, tolerations: [{key: k, operator: Exists}]}}}",
-        ));
+        let objects = super::objects(
+            &config(
+                "controlPlane: {coredns: {deployment: {image: 'local/coredns:dev', replicas: 2, nodeSelector: {disk: ssd}, tolerations: [{key: k, operator: Exists}]}}}",
+            ),
+            "",
+        );
         let deployment = find(&objects, "Deployment");
         let pod = &deployment["spec"]["template"]["spec"];
         assert_eq!(deployment["spec"]["replicas"], 2);
@@ -391,7 +304,7 @@ mod tests {
     /// ServiceAccount comes before the Deployment that names it.
     #[test]
     fn objects_are_valid_and_ordered() {
-        let objects = super::objects(&config("{}"));
+        let objects = super::objects(&config("{}"), "");
         let kinds: Vec<&str> = objects.iter().map(|(r, _)| r.kind.as_str()).collect();
         let position = |k: &str| kinds.iter().position(|x| *x == k).unwrap();
         assert!(position("ServiceAccount") < position("Deployment"));
