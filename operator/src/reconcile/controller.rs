@@ -15,7 +15,6 @@ use kube::{
     runtime::{
         Controller, WatchStreamExt,
         controller::Action,
-        events::Recorder,
         reflector::{self, ObjectRef, Store},
         watcher,
     },
@@ -28,6 +27,7 @@ use super::{context::Context, error::Error, reconcile};
 use crate::{
     children::{self, ChildStores},
     metrics::{Metrics, Readiness},
+    recorder::Recorder,
     settings::Settings,
 };
 
