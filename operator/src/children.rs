@@ -60,6 +60,13 @@ pub struct ChildStores {
     content: Arc<Mutex<HashMap<Key, (String, Value)>>>,
 }
 
+/// Objects per page of a cache's list, the first and each re-list after a watch desync. The
+/// lists are paged consistent reads rather than `resourceVersion=0`, which the API server
+/// answers from its watch cache in one piece whatever the limit: a page is held whole, with
+/// every object's managedFields, until the cache has compacted it, and unpaged lists of every
+/// child kind were 26 of the 50 MiB a restarted operator held at 300 VirtualClusters.
+pub const LIST_PAGE_SIZE: u32 = 100;
+
 /// The label selector matching objects the operator made.
 pub fn managed_selector() -> String {
     format!("{}={}", meta::LABEL_MANAGED_BY, meta::OPERATOR_MANAGER)
@@ -103,7 +110,7 @@ impl ChildStores {
             let reader = writer.as_reader();
             let config = watcher::Config::default()
                 .labels(&managed_selector())
-                .any_semantic();
+                .page_size(LIST_PAGE_SIZE);
             let forget = this.clone();
             let stream = watcher(api, config)
                 .default_backoff()
