@@ -13,6 +13,7 @@ pub mod lifecycle;
 pub mod metrics;
 pub mod policy;
 pub mod reconcile;
+pub mod recorder;
 pub mod settings;
 pub mod template;
 pub mod validate;

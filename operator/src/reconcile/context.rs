@@ -12,7 +12,7 @@ use kube::{
     Client, Resource,
     core::PartialObjectMeta,
     runtime::{
-        events::{Event, EventType, Recorder},
+        events::{Event, EventType},
         reflector::{ObjectRef, Store},
     },
 };
@@ -25,6 +25,7 @@ use crate::{
     children::ChildStores,
     conditions::{self, SLEEPING},
     metrics::Metrics,
+    recorder::Recorder,
     settings::Settings,
 };
 

@@ -15,7 +15,6 @@ use kube::{
     runtime::{
         Controller, WatchStreamExt,
         controller::Action,
-        events::Recorder,
         reflector::{self, ObjectRef, Store},
         watcher,
     },
@@ -28,6 +27,7 @@ use super::{context::Context, error::Error, reconcile};
 use crate::{
     children::{self, ChildStores},
     metrics::{Metrics, Readiness},
+    recorder::Recorder,
     settings::Settings,
 };
 
@@ -123,7 +123,7 @@ pub async fn run(
     // Only label changes matter to the controller (they choose the governing policy).
     let namespace_changes = watcher(
         Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
-        watcher::Config::default(),
+        watcher::Config::default().page_size(children::LIST_PAGE_SIZE),
     )
     .default_backoff()
     .modify(|o| o.managed_fields_mut().clear())
@@ -176,7 +176,7 @@ pub async fn run(
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let mut vc_config = watcher::Config::default().any_semantic();
+    let mut vc_config = watcher::Config::default().page_size(children::LIST_PAGE_SIZE);
     if let Some(selector) = &selector {
         vc_config = vc_config.labels(selector);
     }
