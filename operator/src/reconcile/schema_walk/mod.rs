@@ -59,6 +59,10 @@ const PROBES: &[(&str, &str)] = &[
     ("spec.exportKubeconfig.server", r#""https://vc.example.com:443""#),
     ("spec.networking.advanced.clusterDomain", r#""tenant.test""#),
     ("spec.networking.replicateServices.fromHost[*].from", r#""kube-system/probe""#),
+    ("spec.networking.resolveDNS[*].hostname", r#""b.example.com""#),
+    ("spec.networking.resolveDNS[*].namespace", r#""other""#),
+    ("spec.networking.resolveDNS[*].service", r#""default/b""#),
+    ("spec.networking.resolveDNS[*].target", r#"{"hostService": "data/other"}"#),
     ("spec.networking.replicateServices.fromHost[*].to", r#""default/probe""#),
     ("spec.networking.replicateServices.toHost[*].from", r#""default/probe""#),
     ("spec.networking.replicateServices.toHost[*].to", r#""probe""#),
@@ -81,11 +85,18 @@ const PROBES: &[(&str, &str)] = &[
 ];
 
 /// What a leaf under `path` needs besides its own value, merged into the object at `path`
-/// when the way to the leaf is made. `(path, object as JSON)`.
+/// when the way to the leaf is made; an entry naming a leaf is merged into the object holding
+/// it (for fields valid only one at a time, such as resolveDNS's sources). `(path, object as
+/// JSON)`.
 #[rustfmt::skip]
 const CONTEXT: &[(&str, &str)] = &[
     // An enabled Ingress needs a host.
     ("spec.controlPlane.ingress", r#"{"host": "vc.example.com"}"#),
+    // A resolveDNS entry has exactly one source, and its target must suit it.
+    ("spec.networking.resolveDNS[*].hostname", r#"{"hostname": "a.example.com", "target": "host"}"#),
+    ("spec.networking.resolveDNS[*].namespace", r#"{"namespace": "shared", "target": {"hostNamespace": "platform"}}"#),
+    ("spec.networking.resolveDNS[*].service", r#"{"service": "default/a", "target": {"hostService": "data/postgres"}}"#),
+    ("spec.networking.resolveDNS[*].target", r#"{"service": "default/a", "target": {"hostService": "data/postgres"}}"#),
     // Schedules, so that the time zone has a say, and auto-wakeup may be off.
     ("spec.sleepMode", r#"{"sleepSchedule": "0 20 * * *", "wakeSchedule": "0 6 * * *"}"#),
     ("spec.sync.toHost.pods.patches[*]", r#"{"path": "spec.volumes[*].hostPath"}"#),
@@ -124,14 +135,18 @@ const KEYS: &[(&str, &str)] = &[
 /// syncer passes on whole. `(path, file from the workspace root, expression)`.
 #[rustfmt::skip]
 const READ_BY_SYNCER: &[(&str, &str, &str)] = &[
-    ("spec.controlPlane.coredns.enabled", "syncer/src/dns.rs", "CoreDns { enabled, .. } = ctx.config.coredns"),
-    ("spec.controlPlane.coredns.deployment.image", "syncer/src/dns.rs", "deployment.image()"),
-    ("spec.controlPlane.coredns.deployment.nodeSelector.*", "syncer/src/dns.rs", "deployment.node_selector"),
-    ("spec.controlPlane.coredns.deployment.replicas", "syncer/src/dns.rs", "deployment.replicas"),
-    ("spec.controlPlane.coredns.deployment.tolerations", "syncer/src/dns.rs", "deployment.tolerations"),
+    ("spec.controlPlane.coredns.enabled", "syncer/src/dns/mod.rs", "CoreDns { enabled, .. } = ctx.config.coredns"),
+    ("spec.controlPlane.coredns.deployment.image", "syncer/src/dns/deploy.rs", "deployment.image()"),
+    ("spec.controlPlane.coredns.deployment.nodeSelector.*", "syncer/src/dns/deploy.rs", "deployment.node_selector"),
+    ("spec.controlPlane.coredns.deployment.replicas", "syncer/src/dns/deploy.rs", "deployment.replicas"),
+    ("spec.controlPlane.coredns.deployment.tolerations", "syncer/src/dns/deploy.rs", "deployment.tolerations"),
     ("spec.networking.replicateServices.fromHost[*].to", "syncer/src/resources/replicated_services.rs", "split_service_ref(&m.to, \"default\")"),
     ("spec.networking.replicateServices.toHost[*].from", "syncer/src/resources/replicated_services.rs", "split_service_ref(&m.from, \"default\")"),
     ("spec.networking.replicateServices.toHost[*].to", "syncer/src/resources/replicated_services.rs", "split_service_ref(&m.to, host_namespace)"),
+    // The syncer's CoreDNS renders each entry from `ResolveDnsEntry::mapping` (syncer/src/dns/).
+    ("spec.networking.resolveDNS[*].hostname", "crds/src/virtual_cluster/resolve_dns.rs", "strip_wildcard(&self.hostname)"),
+    ("spec.networking.resolveDNS[*].namespace", "crds/src/virtual_cluster/resolve_dns.rs", "DnsSource::Namespace(self.namespace.clone())"),
+    ("spec.networking.resolveDNS[*].service", "crds/src/virtual_cluster/resolve_dns.rs", "self.service.split_once('/')"),
     ("spec.sync.fromHost.customResources.*.scope", "syncer/src/custom/key.rs", "entry.scope"),
     ("spec.sync.fromHost.nodes.clearImageStatus", "syncer/src/resources/real_nodes.rs", "nodes.clear_image_status"),
     ("spec.sync.fromHost.nodes.selector.all", "syncer/src/translate/placement.rs", "nodes.selector.all"),
@@ -320,6 +335,13 @@ fn context(base: &Value, leaf: &Leaf) -> Value {
     let path = leaf.path();
     leaves::make_way(&mut doc, leaf, &key, &mut |prefix, node, object| {
         if let Some(extra) = lookup(CONTEXT, prefix) {
+            merge_over(object, json(extra));
+        }
+        if path
+            .rsplit_once('.')
+            .is_some_and(|(parent, _)| parent == prefix)
+            && let Some(extra) = lookup(CONTEXT, &path)
+        {
             merge_over(object, json(extra));
         }
         let switch = format!("{prefix}.enabled");
