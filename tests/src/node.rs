@@ -262,3 +262,11 @@ pub fn container_rss_mib(pod: &Pod) -> Vec<(String, f64)> {
         })
         .collect()
 }
+
+/// Runs the bed's kubectl as the tenant of `kubeconfig`, giving up on a request after 20 s;
+/// stdout, or stderr as the error.
+pub fn tenant_kubectl(kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
+    let mut all = vec!["--request-timeout=20s"];
+    all.extend_from_slice(args);
+    bed().kubectl_with(kubeconfig, &all)
+}

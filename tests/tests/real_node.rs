@@ -22,7 +22,7 @@ use vnest_tests::{
     fixtures::{self, create_virtual_cluster, patch_spec, wait_condition},
     node::{
         all_containers_ready, delete_data_volume, local_image, real_node,
-        tenant_kubeconfig_through_service,
+        tenant_kubeconfig_through_service, tenant_kubectl as tenant,
     },
     wait,
 };
@@ -31,14 +31,6 @@ const VC: &str = "vc";
 /// Cold start of the control-plane pod on a busy 2-core machine, with margin.
 const START: Duration = Duration::from_secs(180);
 const CONVERGE: Duration = Duration::from_secs(90);
-
-/// Runs the bed's kubectl as the tenant, giving up on a request after 20 s; stdout, or stderr
-/// as the error.
-fn tenant(kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
-    let mut all = vec!["--request-timeout=20s"];
-    all.extend_from_slice(args);
-    bed().kubectl_with(kubeconfig, &all)
-}
 
 /// The tenant's workload: a Deployment of two vnest-echo pods on the real node that pass the
 /// `restricted` Pod Security Standard, and a Service in front of them.

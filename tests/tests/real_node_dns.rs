@@ -4,7 +4,7 @@
 //! `networking.resolveDNS` maps in. The bed's host runs no DNS server, so the test starts one
 //! (CoreDNS answering two names from its `hosts` plugin) and names it with `--host-dns`.
 
-use std::{path::Path, process::Command, time::Duration};
+use std::{process::Command, time::Duration};
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::{Api, api::PostParams};
@@ -17,7 +17,7 @@ use vnest_tests::{
     fixtures::{create_virtual_cluster, free_port, wait_condition},
     node::{
         RealNode, all_containers_ready, delete_data_volume, local_image,
-        tenant_kubeconfig_through_service,
+        tenant_kubeconfig_through_service, tenant_kubectl as tenant,
     },
     operator::OperatorProcess,
     wait,
@@ -29,13 +29,6 @@ const DOMAIN: &str = "tenant.test";
 /// Cold start of the control-plane pod on a busy 2-core machine, with margin.
 const START: Duration = Duration::from_secs(180);
 const CONVERGE: Duration = Duration::from_secs(120);
-
-/// Runs the bed's kubectl as the tenant, giving up on a request after 20 s.
-fn tenant(kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
-    let mut all = vec!["--request-timeout=20s"];
-    all.extend_from_slice(args);
-    bed().kubectl_with(kubeconfig, &all)
-}
 
 /// This workspace's syncer, imported under a tag of its own: the shared tag is re-imported by
 /// every worktree that runs real-node tests on the bed, and the control-plane pod would start

@@ -20,7 +20,7 @@ use vnest_tests::{
     fixtures::{self, create_virtual_cluster, wait_condition},
     node::{
         all_containers_ready, delete_data_volume, local_image, real_node,
-        tenant_kubeconfig_through_service,
+        tenant_kubeconfig_through_service, tenant_kubectl as tenant,
     },
     wait,
 };
@@ -31,14 +31,6 @@ const START: Duration = Duration::from_secs(180);
 const CONVERGE: Duration = Duration::from_secs(90);
 /// What the tenant's policy answers when it refuses an exec.
 const POLICY_MESSAGE: &str = "no exec into production pods";
-
-/// Runs the bed's kubectl as the tenant, giving up on a request after 20 s; stdout, or stderr
-/// as the error.
-fn tenant(kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
-    let mut all = vec!["--request-timeout=20s"];
-    all.extend_from_slice(args);
-    bed().kubectl_with(kubeconfig, &all)
-}
 
 /// A long-running kubectl as the tenant, its stdout collected as it comes.
 struct Streaming {
