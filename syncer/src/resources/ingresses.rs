@@ -30,12 +30,6 @@ impl Syncer for Ingresses {
     }
 
     async fn back(&self, ctx: &Ctx, virt: &Ingress, host: &Ingress) -> anyhow::Result<()> {
-        sync_status(
-            ctx,
-            virt,
-            virt.status.as_ref(),
-            virtual_status(host).as_ref(),
-        )
-        .await
+        sync_status(ctx, virt, virt.status.as_ref(), virtual_status(host)).await
     }
 }

@@ -79,7 +79,7 @@ async fn sync_status<K, S>(
     ctx: &Ctx,
     virt: &K,
     current: Option<&S>,
-    desired: Option<&S>,
+    desired: Option<S>,
 ) -> anyhow::Result<()>
 where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>

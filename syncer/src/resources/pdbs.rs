@@ -28,12 +28,6 @@ impl Syncer for Pdbs {
         virt: &PodDisruptionBudget,
         host: &PodDisruptionBudget,
     ) -> anyhow::Result<()> {
-        sync_status(
-            ctx,
-            virt,
-            virt.status.as_ref(),
-            virtual_status(host).as_ref(),
-        )
-        .await
+        sync_status(ctx, virt, virt.status.as_ref(), virtual_status(host)).await
     }
 }

@@ -116,13 +116,7 @@ impl Syncer for Pvcs {
                 )
             })?;
         }
-        sync_status(
-            ctx,
-            virt,
-            virt.status.as_ref(),
-            virtual_status(host).as_ref(),
-        )
-        .await
+        sync_status(ctx, virt, virt.status.as_ref(), virtual_status(host)).await
     }
 }
 

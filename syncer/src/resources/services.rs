@@ -137,12 +137,6 @@ impl Syncer for Services {
         if let Some(ip) = cluster_ip_to_adopt(virt, host) {
             return self.adopt_cluster_ip(ctx, virt, host, &ip).await;
         }
-        sync_status(
-            ctx,
-            virt,
-            virt.status.as_ref(),
-            virtual_status(host).as_ref(),
-        )
-        .await
+        sync_status(ctx, virt, virt.status.as_ref(), virtual_status(host)).await
     }
 }

@@ -259,13 +259,7 @@ impl Syncer for Pods {
         if let (Some(node), None) = (host_node, virt_node) {
             self.bind(ctx, virt, node).await?;
         }
-        sync_status(
-            ctx,
-            virt,
-            virt.status.as_ref(),
-            virtual_status(host, virt).as_ref(),
-        )
-        .await?;
+        sync_status(ctx, virt, virt.status.as_ref(), virtual_status(host, virt)).await?;
         Ok(())
     }
 
