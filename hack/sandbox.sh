@@ -51,13 +51,8 @@ if ! { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }; then
   echo $! >"$pidfile"
 fi
 
-kubectl create namespace demo --dry-run=client -o yaml | kubectl apply -f -
-if [ "$real" = 1 ]; then
-  bash tests/testbed/images.sh
-  # The bed has no storage provisioner: a folder the images' user (65532) owns, pre-bound to
-  # the control plane's data claim (kine's SQLite lives there).
-  volume=$state/volumes/demo/data-demo-0
-  mkdir -p "$volume" && chown 65532:65532 "$volume"
+# The control plane's data volume: a PersistentVolume at hostPath $1, pre-bound to its claim.
+data_volume() {
   kubectl apply -f - <<PV
 apiVersion: v1
 kind: PersistentVolume
@@ -66,9 +61,19 @@ spec:
   capacity: {storage: 10Gi}
   accessModes: [ReadWriteOnce]
   persistentVolumeReclaimPolicy: Retain
-  hostPath: {path: $volume, type: Directory}
+  hostPath: $1
   claimRef: {namespace: demo, name: data-demo-0}
 PV
+}
+
+kubectl create namespace demo --dry-run=client -o yaml | kubectl apply -f -
+if [ "$real" = 1 ]; then
+  bash tests/testbed/images.sh
+  # The bed has no storage provisioner: a folder the images' user (65532) owns, pre-bound to
+  # the control plane's data claim (kine's SQLite lives there).
+  volume=$state/volumes/demo/data-demo-0
+  mkdir -p "$volume" && chown 65532:65532 "$volume"
+  data_volume "{path: $volume, type: Directory}"
   # quickstart.yaml ends with its spec: add the distro the bed can run and place the pod on the
   # real node (tainted so that only pods asking for it go there).
   { cat examples/quickstart.yaml; cat <<SPEC; } | kubectl apply --server-side -f -
@@ -81,17 +86,7 @@ PV
 SPEC
   kubectl -n demo wait --for=condition=Ready vc/demo --timeout=300s
 else
-  kubectl apply -f - <<PV
-apiVersion: v1
-kind: PersistentVolume
-metadata: {name: sandbox-demo-data}
-spec:
-  capacity: {storage: 10Gi}
-  accessModes: [ReadWriteOnce]
-  persistentVolumeReclaimPolicy: Retain
-  hostPath: {path: /tmp/vnest-sandbox/demo}
-  claimRef: {namespace: demo, name: data-demo-0}
-PV
+  data_volume "{path: /tmp/vnest-sandbox/demo}"
   kubectl apply --server-side -f examples/quickstart.yaml
   kubectl -n demo wait --for=condition=Ready vc/demo --timeout=120s
 fi
