@@ -15,6 +15,17 @@ local function condition(kind)
   return nil
 end
 
+-- When condition `kind` has `status`: hs becomes `health` with the condition's message.
+local function settles(kind, status, health)
+  local c = condition(kind)
+  if c ~= nil and c.status == status then
+    hs.status = health
+    hs.message = c.message
+    return true
+  end
+  return false
+end
+
 if obj.status == nil then
   return hs
 end
@@ -24,16 +35,7 @@ if generation ~= nil and (observed == nil or observed < generation) then
   hs.message = "the operator has not reconciled generation " .. generation .. " yet"
   return hs
 end
-local spec = condition("SpecValid")
-if spec ~= nil and spec.status == "False" then
-  hs.status = "Degraded"
-  hs.message = spec.message
-  return hs
-end
-local sleeping = condition("Sleeping")
-if sleeping ~= nil and sleeping.status == "True" then
-  hs.status = "Suspended"
-  hs.message = sleeping.message
+if settles("SpecValid", "False", "Degraded") or settles("Sleeping", "True", "Suspended") then
   return hs
 end
 local control_plane = condition("ControlPlaneReady")
@@ -42,12 +44,10 @@ if obj.status.phase == "Failed" or (control_plane ~= nil and control_plane.reaso
   hs.message = (control_plane ~= nil and control_plane.message) or "the virtual cluster failed"
   return hs
 end
-local ready = condition("Ready")
-if ready ~= nil and ready.status == "True" then
-  hs.status = "Healthy"
-  hs.message = ready.message
+if settles("Ready", "True", "Healthy") then
   return hs
 end
+local ready = condition("Ready")
 if ready ~= nil then
   hs.message = ready.message
 end
