@@ -1,10 +1,11 @@
 //! Durations as users write them: whole seconds (`1800`, the form vCluster's values files use)
 //! or a duration string made of `<number><unit>` parts (`30m`, `72h`, `1h30m`, `7d`).
 
-use std::{borrow::Cow, fmt, time::Duration};
+use std::{fmt, time::Duration};
 
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
+
+use crate::schema::inline_schema;
 
 /// A non-negative duration from the spec, kept in the form it was written so that a read-back
 /// object serializes exactly as applied.
@@ -88,23 +89,11 @@ fn parse_duration(input: &str) -> Result<Duration, DurationError> {
     Ok(Duration::from_secs(total))
 }
 
-impl JsonSchema for DurationSpec {
-    fn schema_name() -> Cow<'static, str> {
-        "DurationSpec".into()
-    }
-
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "description": "Whole seconds (1800) or a duration string (30m, 72h, 1h30m, 7d).",
-            "x-kubernetes-int-or-string": true,
-            "x-kubernetes-validations": [{ "rule": DURATION_RULE, "message": DURATION_MESSAGE }],
-        })
-    }
-}
+inline_schema!(DurationSpec, {
+    "description": "Whole seconds (1800) or a duration string (30m, 72h, 1h30m, 7d).",
+    "x-kubernetes-int-or-string": true,
+    "x-kubernetes-validations": [{ "rule": DURATION_RULE, "message": DURATION_MESSAGE }],
+});
 
 #[cfg(test)]
 mod tests {

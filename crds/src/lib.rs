@@ -13,6 +13,7 @@ pub mod meta;
 pub mod patch;
 pub mod policy;
 pub mod quantity;
+mod schema;
 pub mod syncer_config;
 pub mod template;
 pub mod translate;

@@ -1,11 +1,12 @@
 //! Maps of resource name to quantity (`requests.cpu: "8"`, `pods: 50`), as ResourceQuota and
 //! LimitRange take them. Users write numbers or strings; both are kept as Kubernetes quantities.
 
-use std::{borrow::Cow, collections::BTreeMap};
+use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::schema::inline_schema;
 
 /// Resource name → quantity. The schema makes the API server refuse a value that is not a
 /// quantity, naming the key (`spec.policies.resourceQuota.quota[requests.cpu]`).
@@ -92,30 +93,18 @@ impl<'de> Deserialize<'de> for QuantityMap {
     }
 }
 
-impl JsonSchema for QuantityMap {
-    fn schema_name() -> Cow<'static, str> {
-        "QuantityMap".into()
-    }
-
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": "object",
-            "maxProperties": 32,
-            "additionalProperties": {
-                "x-kubernetes-int-or-string": true,
-                "maxLength": 64,
-                "x-kubernetes-validations": [{
-                    "rule": "isQuantity(string(self))",
-                    "message": "must be a Kubernetes quantity such as 8, 500m or 16Gi",
-                }],
-            },
-        })
-    }
-}
+inline_schema!(QuantityMap, {
+    "type": "object",
+    "maxProperties": 32,
+    "additionalProperties": {
+        "x-kubernetes-int-or-string": true,
+        "maxLength": 64,
+        "x-kubernetes-validations": [{
+            "rule": "isQuantity(string(self))",
+            "message": "must be a Kubernetes quantity such as 8, 500m or 16Gi",
+        }],
+    },
+});
 
 #[cfg(test)]
 mod tests {

@@ -4,12 +4,13 @@
 //! operator (which refuses an entry it cannot read, naming it) and the syncer (which builds the
 //! Corefile from it).
 
-use std::{borrow::Cow, fmt, net::IpAddr};
+use std::{fmt, net::IpAddr};
 
 use kube::KubeSchema;
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::schema::inline_schema;
 
 /// One entry: what the virtual cluster asks for (exactly one of `hostname`, `service`,
 /// `namespace`; an empty string counts as unset, as in the seed's `service: ""`) and where it
@@ -58,22 +59,10 @@ const NAMESPACE_MESSAGE: &str = "must be a namespace name (a lowercase DNS label
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DnsTargetSpec(pub Value);
 
-impl JsonSchema for DnsTargetSpec {
-    fn schema_name() -> Cow<'static, str> {
-        "DnsTargetSpec".into()
-    }
-
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "description": "Where the name is answered from: `host` (the host cluster's DNS server), or one of {hostname: <name, or *.<domain> for a wildcard entry>}, {ip: <address>}, {hostService: <namespace>/<name>}, {hostNamespace: <namespace>} (for a namespace entry).",
-            "x-kubernetes-preserve-unknown-fields": true,
-        })
-    }
-}
+inline_schema!(DnsTargetSpec, {
+    "description": "Where the name is answered from: `host` (the host cluster's DNS server), or one of {hostname: <name, or *.<domain> for a wildcard entry>}, {ip: <address>}, {hostService: <namespace>/<name>}, {hostNamespace: <namespace>} (for a namespace entry).",
+    "x-kubernetes-preserve-unknown-fields": true,
+});
 
 /// What an entry answers for, in the virtual cluster's DNS.
 #[derive(Clone, Debug, PartialEq, Eq)]
