@@ -178,6 +178,18 @@ pub enum PodSecurityStandard {
 }
 
 impl PodSecurityStandard {
+    /// Volume sources the restricted level allows, as the upstream profile lists them.
+    pub const RESTRICTED_VOLUMES: &[&str] = &[
+        "configMap",
+        "csi",
+        "downwardAPI",
+        "emptyDir",
+        "ephemeral",
+        "persistentVolumeClaim",
+        "projected",
+        "secret",
+    ];
+
     /// The value of the `pod-security.kubernetes.io/*` namespace labels.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -31,20 +31,11 @@ pub fn container_security_context() -> Value {
 mod tests {
     use super::*;
     use crate::desired::test_support::*;
+    use vnest_crds::PodSecurityStandard;
 
     /// Violations of the `restricted` Pod Security Standard (v1.37's checks that a pod
     /// template can fail), as the admission plugin words them.
     fn restricted_violations(pod: &Value) -> Vec<String> {
-        const VOLUME_TYPES: [&str; 8] = [
-            "configMap",
-            "csi",
-            "downwardAPI",
-            "emptyDir",
-            "ephemeral",
-            "persistentVolumeClaim",
-            "projected",
-            "secret",
-        ];
         let mut out = Vec::new();
         let pod_sc = &pod["securityContext"];
         for host in ["hostNetwork", "hostPID", "hostIPC"] {
@@ -57,7 +48,8 @@ mod tests {
         }
         for volume in pod["volumes"].as_array().into_iter().flatten() {
             for key in volume.as_object().unwrap().keys() {
-                if key != "name" && !VOLUME_TYPES.contains(&key.as_str()) {
+                if key != "name" && !PodSecurityStandard::RESTRICTED_VOLUMES.contains(&key.as_str())
+                {
                     out.push(format!("volume {} of type {key}", volume["name"]));
                 }
             }

@@ -36,17 +36,6 @@ const BASELINE_CAPABILITIES: &[&str] = &[
     "SETUID",
     "SYS_CHROOT",
 ];
-/// Volume sources the restricted profile allows.
-const RESTRICTED_VOLUMES: &[&str] = &[
-    "configMap",
-    "csi",
-    "downwardAPI",
-    "emptyDir",
-    "ephemeral",
-    "persistentVolumeClaim",
-    "projected",
-    "secret",
-];
 
 fn violation(field: String, reason: &str) -> Result<(), Violation> {
     Err(Violation {
@@ -143,7 +132,9 @@ fn check_restricted(spec: &PodSpec) -> Result<(), Violation> {
             .as_object()
             .into_iter()
             .flat_map(|o| o.keys())
-            .find(|k| *k != "name" && !RESTRICTED_VOLUMES.contains(&k.as_str()));
+            .find(|k| {
+                *k != "name" && !PodSecurityStandard::RESTRICTED_VOLUMES.contains(&k.as_str())
+            });
         if let Some(kind) = kind {
             return violation(
                 format!("spec.volumes[{i}].{kind}"),
