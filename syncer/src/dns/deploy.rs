@@ -17,7 +17,7 @@ use vnest_crds::{SyncerConfig, meta::LABEL_MANAGED_BY};
 
 use super::{
     CLUSTER_ROLE, DNS_PORT, HEALTH_PORT, MANAGED_BY, METRICS_PORT, NAME, NAMESPACE, READY_PORT,
-    SERVICE,
+    SERVICE, change::change,
 };
 use crate::engine::{self, Ctx, is_not_found};
 
@@ -218,17 +218,7 @@ where
     let config = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
     watcher(api, config)
         .default_backoff()
-        .filter_map(|event| {
-            futures::future::ready(match event {
-                // Our own apply of an unchanged object writes nothing, so no event: no loop.
-                Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => Some(()),
-                Ok(_) => None,
-                Err(e) => {
-                    tracing::warn!(error = %e, "DNS watch failed; retrying");
-                    None
-                }
-            })
-        })
+        .filter_map(|event| change(event, "DNS"))
         .boxed()
 }
 

@@ -14,7 +14,10 @@ use kube::{
 };
 use vnest_crds::{DnsMapping, DnsSource, DnsTarget, HostDns, ResolveDns};
 
-use super::corefile::{Answer, Block};
+use super::{
+    change::change,
+    corefile::{Answer, Block},
+};
 use crate::engine::Ctx;
 
 /// The reason of a problem that may go away by itself (a host Service not readable yet).
@@ -266,18 +269,6 @@ pub fn changes(
     entries: &[ResolveDns],
     domain: &str,
 ) -> Vec<stream::BoxStream<'static, ()>> {
-    fn changed<E>(
-        event: Result<watcher::Event<E>, watcher::Error>,
-    ) -> futures::future::Ready<Option<()>> {
-        futures::future::ready(match event {
-            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => Some(()),
-            Ok(_) => None,
-            Err(e) => {
-                tracing::warn!(error = %e, "resolveDNS watch failed; retrying");
-                None
-            }
-        })
-    }
     if entries.is_empty() {
         return vec![];
     }
@@ -286,7 +277,7 @@ pub fn changes(
         watcher::Config::default(),
     )
     .default_backoff()
-    .filter_map(changed)
+    .filter_map(|event| change(event, "resolveDNS"))
     .boxed();
     let host = host_services(entries, domain)
         .into_iter()
@@ -295,7 +286,7 @@ pub fn changes(
             let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
             watcher(Api::<Service>::namespaced(ctx.host.clone(), &ns), config)
                 .default_backoff()
-                .filter_map(changed)
+                .filter_map(|event| change(event, "resolveDNS"))
                 .boxed()
         });
     std::iter::once(virtual_services).chain(host).collect()
