@@ -11,6 +11,7 @@ use std::{
 use axum::{Router, extract::State, http::StatusCode, routing::get};
 use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+    core::Collector,
 };
 
 /// Every `reason` of `vnest_reconcile_errors_total`; each series exists from the start (at 0),
@@ -43,90 +44,70 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         let registry = Registry::new();
-        let reconciles = IntCounterVec::new(
-            Opts::new("vnest_reconcile_total", "VirtualCluster reconciles"),
-            &["result"],
-        )
-        .unwrap();
-        let reconcile_errors = IntCounterVec::new(
-            Opts::new(
-                "vnest_reconcile_errors_total",
-                "Failed VirtualCluster reconciles",
-            ),
-            &["reason"],
-        )
-        .unwrap();
-        let reconcile_duration = Histogram::with_opts(
-            HistogramOpts::new(
-                "vnest_reconcile_duration_seconds",
-                "Time spent in one reconcile",
-            )
-            .buckets(vec![
-                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-            ]),
-        )
-        .unwrap();
-        let api_writes = IntCounterVec::new(
-            Opts::new(
-                "vnest_api_writes_total",
-                "Writes the operator sent to the API server",
-            ),
-            &["kind", "verb"],
-        )
-        .unwrap();
-        let api_reads = IntCounterVec::new(
-            Opts::new(
-                "vnest_api_reads_total",
-                "Single-object reads the operator sent to the API server",
-            ),
-            &["kind", "purpose"],
-        )
-        .unwrap();
-        let virtual_clusters = IntGaugeVec::new(
-            Opts::new("vnest_virtual_clusters", "VirtualClusters by phase"),
-            &["phase"],
-        )
-        .unwrap();
-        let sleeping = IntGaugeVec::new(
-            Opts::new(
-                "vnest_sleeping_virtual_clusters",
-                "VirtualClusters scaled to zero, by reason",
-            ),
-            &["reason"],
-        )
-        .unwrap();
-        let counter = |name: &str, help: &str| {
-            IntCounterVec::new(Opts::new(name, help), &["reason"]).unwrap()
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            register(&registry, IntCounterVec::new(Opts::new(name, help), labels))
         };
-        let sleeps = counter("vnest_sleeps_total", "VirtualClusters put to sleep");
-        let wakes = counter("vnest_wakes_total", "VirtualClusters woken");
+        let gauge = |name: &str, help: &str, labels: &[&str]| {
+            register(&registry, IntGaugeVec::new(Opts::new(name, help), labels))
+        };
+        let reconciles = counter(
+            "vnest_reconcile_total",
+            "VirtualCluster reconciles",
+            &["result"],
+        );
+        let reconcile_errors = counter(
+            "vnest_reconcile_errors_total",
+            "Failed VirtualCluster reconciles",
+            &["reason"],
+        );
+        let reconcile_duration = register(
+            &registry,
+            Histogram::with_opts(
+                HistogramOpts::new(
+                    "vnest_reconcile_duration_seconds",
+                    "Time spent in one reconcile",
+                )
+                .buckets(vec![
+                    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                ]),
+            ),
+        );
+        let api_writes = counter(
+            "vnest_api_writes_total",
+            "Writes the operator sent to the API server",
+            &["kind", "verb"],
+        );
+        let api_reads = counter(
+            "vnest_api_reads_total",
+            "Single-object reads the operator sent to the API server",
+            &["kind", "purpose"],
+        );
+        let virtual_clusters = gauge(
+            "vnest_virtual_clusters",
+            "VirtualClusters by phase",
+            &["phase"],
+        );
+        let sleeping = gauge(
+            "vnest_sleeping_virtual_clusters",
+            "VirtualClusters scaled to zero, by reason",
+            &["reason"],
+        );
+        let sleeps = counter(
+            "vnest_sleeps_total",
+            "VirtualClusters put to sleep",
+            &["reason"],
+        );
+        let wakes = counter("vnest_wakes_total", "VirtualClusters woken", &["reason"]);
         let auto_deletes = counter(
             "vnest_auto_deletes_total",
             "VirtualClusters deleted by spec.autoDelete",
+            &["reason"],
         );
-        let wake_connections = IntCounterVec::new(
-            Opts::new(
-                "vnest_wake_connections_total",
-                "Connections to the wake endpoint, by outcome",
-            ),
+        let wake_connections = counter(
+            "vnest_wake_connections_total",
+            "Connections to the wake endpoint, by outcome",
             &["outcome"],
-        )
-        .unwrap();
-        for collector in [
-            Box::new(reconciles.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(reconcile_errors.clone()),
-            Box::new(reconcile_duration.clone()),
-            Box::new(api_writes.clone()),
-            Box::new(api_reads.clone()),
-            Box::new(virtual_clusters.clone()),
-            Box::new(sleeping.clone()),
-            Box::new(sleeps.clone()),
-            Box::new(wakes.clone()),
-            Box::new(auto_deletes.clone()),
-            Box::new(wake_connections.clone()),
-        ] {
-            registry.register(collector).unwrap();
-        }
+        );
         for result in ["ok", "error"] {
             reconciles.with_label_values(&[result]);
         }
@@ -148,6 +129,19 @@ impl Default for Metrics {
             wake_connections,
         }
     }
+}
+
+/// Registers `metric` with `registry` and returns it. The definitions are constants, so an
+/// invalid or twice-registered one is a programming error.
+fn register<M: Collector + Clone + 'static>(
+    registry: &Registry,
+    metric: prometheus::Result<M>,
+) -> M {
+    let metric = metric.expect("valid metric definition");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("metric registered once");
+    metric
 }
 
 impl Metrics {
@@ -209,6 +203,20 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `register` returns is what the registry reports.
+    #[test]
+    fn a_registered_metric_is_gathered() {
+        let registry = Registry::new();
+        let c = register(
+            &registry,
+            IntCounterVec::new(Opts::new("t_total", "t"), &["l"]),
+        );
+        c.with_label_values(&["x"]).inc();
+        let families = registry.gather();
+        assert_eq!(families.len(), 1);
+        assert_eq!(families[0].name(), "t_total");
+    }
 
     #[test]
     fn outcome_and_error_series_exist_before_the_first_reconcile() {
