@@ -342,6 +342,17 @@ pub(crate) mod test_support {
             .iter()
             .find(|c| c.kind == kind && c.name == name)
     }
+
+    /// The object of the child `kind`/`name`, which the state must hold.
+    pub fn object<'a>(
+        state: &'a DesiredState,
+        kind: ChildKind,
+        name: &str,
+    ) -> &'a serde_json::Value {
+        &find(state, kind, name)
+            .unwrap_or_else(|| panic!("no {kind:?} {name} in the desired state"))
+            .object
+    }
 }
 
 #[cfg(test)]

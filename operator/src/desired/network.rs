@@ -178,16 +178,12 @@ mod tests {
             "controlPlane: {service: {spec: {type: LoadBalancer}, annotations: {a: b}}}",
         );
         let state = desired_state(&input(&spec));
-        let svc = &find(&state, ChildKind::Service, "team-alpha")
-            .unwrap()
-            .object;
+        let svc = object(&state, ChildKind::Service, "team-alpha");
         assert_eq!(svc["spec"]["type"], "LoadBalancer");
         assert_eq!(svc["spec"]["ports"][0]["port"], 443);
         assert_eq!(svc["spec"]["ports"][0]["targetPort"], 8443);
         assert_eq!(svc["metadata"]["annotations"]["a"], "b");
-        let headless = &find(&state, ChildKind::Service, "team-alpha-headless")
-            .unwrap()
-            .object;
+        let headless = object(&state, ChildKind::Service, "team-alpha-headless");
         assert_eq!(headless["spec"]["clusterIP"], "None");
         assert_eq!(
             headless["spec"]["ports"][1],
@@ -205,7 +201,7 @@ mod tests {
         let only_the_key = json!({ "vnest.dev/control-plane": "team-alpha" });
         let state = desired_state(&i);
         for name in ["team-alpha", "team-alpha-headless"] {
-            let svc = &find(&state, ChildKind::Service, name).unwrap().object;
+            let svc = object(&state, ChildKind::Service, name);
             assert_eq!(svc["spec"]["selector"], only_the_key, "{name}");
         }
         let cp = control_plane_policy(&i, &i.names()).unwrap().object;
@@ -217,9 +213,7 @@ mod tests {
         ] {
             assert_eq!(peers[1]["podSelector"]["matchLabels"], only_the_key);
         }
-        let sts = &find(&state, ChildKind::StatefulSet, "team-alpha")
-            .unwrap()
-            .object;
+        let sts = object(&state, ChildKind::StatefulSet, "team-alpha");
         let pod_labels = &sts["spec"]["template"]["metadata"]["labels"];
         assert_eq!(pod_labels["vnest.dev/control-plane"], "team-alpha");
     }
@@ -249,21 +243,15 @@ mod tests {
             port: 9443,
         });
         let state = desired_state(&i);
-        let svc = &find(&state, ChildKind::Service, "team-alpha")
-            .unwrap()
-            .object;
+        let svc = object(&state, ChildKind::Service, "team-alpha");
         assert!(svc["spec"].get("selector").is_none(), "{svc}");
         assert_eq!(svc["spec"]["ports"][0]["name"], "https");
-        let headless = &find(&state, ChildKind::Service, "team-alpha-headless")
-            .unwrap()
-            .object;
+        let headless = object(&state, ChildKind::Service, "team-alpha-headless");
         assert_eq!(
             headless["spec"]["selector"]["vnest.dev/control-plane"],
             "team-alpha"
         );
-        let slice = &find(&state, ChildKind::EndpointSlice, "team-alpha-wake")
-            .unwrap()
-            .object;
+        let slice = object(&state, ChildKind::EndpointSlice, "team-alpha-wake");
         assert_eq!(slice["apiVersion"], "discovery.k8s.io/v1");
         assert_eq!(
             slice["metadata"]["labels"]["kubernetes.io/service-name"],
@@ -290,9 +278,7 @@ mod tests {
         // Awake again: the selector is back and the slice is to be removed.
         i.wake = None;
         let state = desired_state(&i);
-        let svc = &find(&state, ChildKind::Service, "team-alpha")
-            .unwrap()
-            .object;
+        let svc = object(&state, ChildKind::Service, "team-alpha");
         assert_eq!(
             svc["spec"]["selector"]["vnest.dev/control-plane"],
             "team-alpha"

@@ -328,6 +328,14 @@ mod tests {
         })
     }
 
+    /// The rule of `rules` that grants on Services alone.
+    fn services_rule(rules: Vec<PolicyRule>) -> PolicyRule {
+        rules
+            .into_iter()
+            .find(|r| r.resources.as_deref() == Some(&["services".to_string()][..]))
+            .expect("a services rule")
+    }
+
     /// Token Secrets need Secret writes only when the tenant chose them over annotations.
     #[test]
     fn synced_pods_can_store_their_token_and_read_their_api_service() {
@@ -512,10 +520,7 @@ mod tests {
             "sync: {toHost: {services: {enabled: false}}}\nnetworking: {replicateServices: {fromHost: [{from: kube-system/dns, to: kube-system/dns}, {from: other/dns, to: x/dns}, {from: db, to: db}]}}",
         );
         let i = input(&spec);
-        let rule = cluster_role_rules(&i)
-            .into_iter()
-            .find(|r| r.resources.as_deref() == Some(&["services".to_string()][..]))
-            .expect("a services rule");
+        let rule = services_rule(cluster_role_rules(&i));
         assert_eq!(rule.verbs, ["get", "list", "watch"]);
         assert_eq!(
             rule.resource_names.as_deref(),
@@ -536,10 +541,7 @@ mod tests {
         let spec = spec_from_yaml(
             "networking: {resolveDNS: [{service: default/db, target: {hostService: data/postgres}}, {hostname: a.example.com, target: host}, {namespace: shared, target: {hostNamespace: platform}}]}",
         );
-        let rule = cluster_role_rules(&input(&spec))
-            .into_iter()
-            .find(|r| r.resources.as_deref() == Some(&["services".to_string()][..]))
-            .expect("a services rule");
+        let rule = services_rule(cluster_role_rules(&input(&spec)));
         assert_eq!(rule.verbs, ["get", "list", "watch"]);
         assert_eq!(
             rule.resource_names.as_deref(),

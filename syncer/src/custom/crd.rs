@@ -220,6 +220,17 @@ pub fn roll_forward(
 mod tests {
     use super::*;
 
+    /// The OpenAPI schema of a CRD version, which every test CRD has.
+    fn schema_of(version: &CustomResourceDefinitionVersion) -> &JSONSchemaProps {
+        version
+            .schema
+            .as_ref()
+            .unwrap()
+            .open_api_v3_schema
+            .as_ref()
+            .unwrap()
+    }
+
     fn host_crd() -> CustomResourceDefinition {
         serde_yaml::from_str(
             r#"
@@ -292,13 +303,7 @@ spec:
         assert!(v.served && v.storage);
         assert_eq!(v.deprecated, None);
         assert!(v.subresources.as_ref().unwrap().status.is_some());
-        let schema = v
-            .schema
-            .as_ref()
-            .unwrap()
-            .open_api_v3_schema
-            .as_ref()
-            .unwrap();
+        let schema = schema_of(v);
         assert!(schema.properties.as_ref().unwrap().contains_key("spec"));
     }
 
@@ -325,13 +330,7 @@ spec:
         assert_eq!(crd.spec.names.list_kind.as_deref(), Some("FlunderList"));
         assert_eq!(crd.spec.names.short_names, None);
         let v = &crd.spec.versions[0];
-        let schema = v
-            .schema
-            .as_ref()
-            .unwrap()
-            .open_api_v3_schema
-            .as_ref()
-            .unwrap();
+        let schema = schema_of(v);
         assert_eq!(schema.x_kubernetes_preserve_unknown_fields, Some(true));
         assert!(v.subresources.as_ref().unwrap().status.is_some());
         assert!(v.subresources.as_ref().unwrap().scale.is_none());

@@ -149,18 +149,14 @@ fn body(resource: &ApiResource, meta: ObjectMeta, content: Value) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use kube::core::GroupVersionKind;
     use vnest_crds::meta::{ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_UID};
 
     use super::*;
 
     fn resource() -> ApiResource {
-        ApiResource {
-            group: "wardle.example.com".into(),
-            version: "v1beta1".into(),
-            api_version: "wardle.example.com/v1beta1".into(),
-            kind: "Flunder".into(),
-            plural: "flunders".into(),
-        }
+        let gvk = GroupVersionKind::gvk("wardle.example.com", "v1beta1", "Flunder");
+        ApiResource::from_gvk_with_plural(&gvk, "flunders")
     }
 
     fn object(value: Value) -> DynamicObject {

@@ -129,13 +129,7 @@ mod tests {
             "metadata.annotations['vcluster.loft.sh/object-namespace']"
         );
         let sources = projected_sources(spec);
-        let item = &sources[1]
-            .downward_api
-            .as_ref()
-            .unwrap()
-            .items
-            .as_ref()
-            .unwrap()[0];
+        let item = first_downward_file(&sources[1]);
         assert_eq!(
             item.field_ref.as_ref().unwrap().field_path,
             "metadata.annotations['vcluster.loft.sh/object-namespace']"

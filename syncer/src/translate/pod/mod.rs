@@ -166,7 +166,7 @@ pub fn virtual_status(host: &Pod, virt: &Pod) -> Option<PodStatus> {
 /// The pod every test translates, and the environment it is translated in.
 #[cfg(test)]
 mod fixture {
-    use k8s_openapi::api::core::v1::{PodSpec, VolumeProjection};
+    use k8s_openapi::api::core::v1::{DownwardAPIVolumeFile, PodSpec, VolumeProjection};
 
     use super::super::test_support::*;
     use super::{PodEnv, host_pod};
@@ -230,6 +230,17 @@ spec:
             .unwrap()
             .sources
             .unwrap()
+    }
+
+    /// The first file of a projected downward-API source.
+    pub fn first_downward_file(source: &VolumeProjection) -> &DownwardAPIVolumeFile {
+        &source
+            .downward_api
+            .as_ref()
+            .unwrap()
+            .items
+            .as_ref()
+            .unwrap()[0]
     }
 }
 

@@ -150,13 +150,7 @@ mod tests {
         assert_eq!(annotations[ANNOTATION_TOKEN_RENEW_AT], "42");
         let sources = projected_sources(pod.spec.unwrap());
         assert!(sources.iter().all(|s| s.secret.is_none()));
-        let item = &sources[0]
-            .downward_api
-            .as_ref()
-            .unwrap()
-            .items
-            .as_ref()
-            .unwrap()[0];
+        let item = first_downward_file(&sources[0]);
         assert_eq!(item.path, "token");
         assert_eq!(
             item.field_ref.as_ref().unwrap().field_path,
