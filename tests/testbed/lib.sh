@@ -93,26 +93,30 @@ component_pids() {
   } | sort -un
 }
 
-# TERM every pid given, KILL what is left after 10s.
-stop_pids() {
-  local p left i
-  [ $# -gt 0 ] || return 0
-  kill -TERM "$@" 2>/dev/null || true
-  for i in $(seq 50); do
+# Looks up to $1 times, 0.2s apart, until none of the other pids given is alive; fails with
+# the ones still alive in the caller's $left.
+wait_gone() {
+  local tries=$1 p i
+  shift
+  for i in $(seq "$tries"); do
     left=""
     for p in "$@"; do alive "$p" && left="$left $p"; done
     [ -z "$left" ] && return 0
     sleep 0.2
   done
+  return 1
+}
+
+# TERM every pid given, KILL what is left after 10s.
+stop_pids() {
+  local left
+  [ $# -gt 0 ] || return 0
+  kill -TERM "$@" 2>/dev/null || true
+  wait_gone 50 "$@" && return 0
   say "still running after 10s, sending KILL:$left"
   # shellcheck disable=SC2086
   kill -KILL $left 2>/dev/null || true
-  for i in $(seq 25); do
-    left=""
-    for p in "$@"; do alive "$p" && left="$left $p"; done
-    [ -z "$left" ] && return 0
-    sleep 0.2
-  done
+  wait_gone 25 "$@" && return 0
   say "could not stop:$left"
   return 1
 }
