@@ -164,25 +164,6 @@ fn print_write_changes(before: &str, after: &str) {
     }
 }
 
-/// Waits until the operator's write counter stops moving for `quiet`; returns it.
-async fn settled_writes(op: &OperatorProcess, quiet: Duration) -> f64 {
-    wait::until(
-        "operator writes to settle",
-        Duration::from_secs(600),
-        || async {
-            let before = op.counter("vnest_api_writes_total").await?;
-            tokio::time::sleep(quiet).await;
-            let after = op.counter("vnest_api_writes_total").await?;
-            if before == after {
-                Ok(after)
-            } else {
-                Err(format!("{before} -> {after}"))
-            }
-        },
-    )
-    .await
-}
-
 #[tokio::main]
 async fn main() {
     let n: usize = vnest_tests::measure::size_arg(200);
@@ -228,15 +209,20 @@ async fn main() {
             .expect("bench PV");
     }
 
-    let op = OperatorProcess::start_as(
-        &binary,
-        &bed().host_kubeconfig(),
-        None,
-        &run,
-        "bench",
-        free_port(),
-        &selector,
-    );
+    // Every namespace watched, the Lease in the run's own, only this run's VirtualClusters.
+    let start_operator = || {
+        let kubeconfig = bed().host_kubeconfig();
+        OperatorProcess::start_as(
+            &binary,
+            &kubeconfig,
+            None,
+            &run,
+            "bench",
+            free_port(),
+            &selector,
+        )
+    };
+    let op = start_operator();
     wait::until("operator metrics", Duration::from_secs(30), || async {
         op.metrics().await
     })
@@ -269,7 +255,9 @@ async fn main() {
             .collect()
     };
     latencies.sort_by(f64::total_cmp);
-    let writes = settled_writes(&op, Duration::from_secs(5)).await;
+    let writes = op
+        .settled_writes(Duration::from_secs(5), Duration::from_secs(600))
+        .await;
     let reconciles = counter(&op, "vnest_reconcile_total").await;
     // Full single-object reads (0 on builds before the metadata-only caches, which had none).
     let reads = counter(&op, "vnest_api_reads_total").await;
@@ -288,29 +276,9 @@ async fn main() {
     drop(op);
 
     // A fresh operator reconciles every VirtualCluster once on start: a full resync.
-    let resync = OperatorProcess::start_as(
-        &binary,
-        &bed().host_kubeconfig(),
-        None,
-        &run,
-        "bench",
-        free_port(),
-        &selector,
-    );
+    let resync = start_operator();
     let resync_started = Instant::now();
-    wait::until(
-        "resync reconciles every VirtualCluster",
-        Duration::from_secs(600),
-        || async {
-            let done = resync.counter("vnest_reconcile_total").await?;
-            if done >= n as f64 {
-                Ok(())
-            } else {
-                Err(format!("{done}"))
-            }
-        },
-    )
-    .await;
+    resync.reconciled(n as f64, Duration::from_secs(600)).await;
     let resync_time = resync_started.elapsed();
     let resync_writes = counter(&resync, "vnest_api_writes_total").await;
     let resync_reads = counter(&resync, "vnest_api_reads_total").await;

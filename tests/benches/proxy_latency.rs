@@ -19,8 +19,8 @@ use k8s_openapi::api::{coordination::v1::Lease, core::v1::Namespace};
 use kube::{Api, Client};
 use serde_json::json;
 use vnest_tests::{
-    OperatorProcess, SyncerProcess, TestNamespace, bed, crd,
-    fixtures::{create_virtual_cluster, free_port},
+    SyncerProcess, TestNamespace, bed,
+    fixtures::{create_virtual_cluster, free_port, setup},
     measure::{peak_rss_mib, report_ms},
     syncer::SyncerWiring,
     wait,
@@ -64,10 +64,7 @@ async fn renew_time(leases: &Api<Lease>) -> Option<String> {
 #[tokio::main]
 async fn main() {
     let n: usize = vnest_tests::measure::size_arg(1000);
-    let host = bed().host().await;
-    crd::install(&host).await;
-    let ns = TestNamespace::create(&host, "px-bench").await;
-    let _operator = OperatorProcess::start(bed(), &ns.name, "op-px-bench", free_port());
+    let (host, ns, _operator) = setup("px-bench").await;
     create_virtual_cluster(&host, &ns.name, "vc", json!({})).await;
     let direct = bed().virtual_cluster().await;
     let vns = TestNamespace::create(&direct, "px-bench").await;

@@ -21,7 +21,7 @@ use vnest_tests::{
     bed, fixtures,
     fixtures::{create_virtual_cluster, wait_condition},
     node::{
-        all_containers_ready, container_rss_mib, delete_data_volume, local_image, real_node,
+        all_containers_ready, container_rss_mib, delete_virtual_cluster, local_image, real_node,
         tenant_kubeconfig_through_service,
     },
     wait,
@@ -87,11 +87,7 @@ fn distro(extra_args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
 async fn main() {
     let idle: u64 = vnest_tests::measure::size_arg(300);
     let node = real_node();
-    let fixtures::Setup {
-        client,
-        ns,
-        operator: _operator,
-    } = fixtures::setup("bench-real").await;
+    let (client, ns, _operator) = fixtures::setup("bench-real").await;
     node.provide_data_volume(&client, &ns.name, VC).await;
     let placement = node.placement();
 
@@ -201,16 +197,8 @@ async fn main() {
     println!("  (MiB of VmRSS per container after {idle} s idle; the pod's sum first)");
 
     for Profile { name, .. } in PROFILES {
-        Api::<vnest_crds::VirtualCluster>::namespaced(client.clone(), &ns.name)
-            .delete(name, &Default::default())
-            .await
-            .unwrap();
-        delete_data_volume(&client, &ns.name, name).await;
+        delete_virtual_cluster(&client, &ns.name, name).await;
     }
-    Api::<vnest_crds::VirtualCluster>::namespaced(client.clone(), &ns.name)
-        .delete(VC, &Default::default())
-        .await
-        .unwrap();
-    delete_data_volume(&client, &ns.name, VC).await;
+    delete_virtual_cluster(&client, &ns.name, VC).await;
     ns.delete(&client).await;
 }

@@ -29,8 +29,8 @@ use kube::{
 use serde_json::json;
 use vnest_crds::meta::{ANNOTATION_OBJECT_NAME, LABEL_SYNCER_NAMESPACE};
 use vnest_tests::{
-    OperatorProcess, SyncerProcess, TestNamespace, bed, crd,
-    fixtures::{create_virtual_cluster, free_port},
+    OperatorProcess, SyncerProcess, TestNamespace, bed,
+    fixtures::{create_virtual_cluster, free_port, host_namespace},
     measure::{peak_rss_mib, percentile},
     syncer::SyncerWiring,
     wait,
@@ -100,9 +100,7 @@ fn latencies(from: &Seen, to: &Seen) -> Vec<Duration> {
 #[tokio::main]
 async fn main() {
     let n: usize = vnest_tests::measure::size_arg(1000);
-    let host = bed().host().await;
-    crd::install(&host).await;
-    let ns = TestNamespace::create(&host, "sy-bench").await;
+    let (host, ns) = host_namespace("sy-bench").await;
     let nodes: Api<Node> = Api::all(host.clone());
     let node_names: Vec<String> = (0..n.div_ceil(PODS_PER_NODE))
         .map(|i| format!("{}-node-{i}", ns.name))

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use kube::{
     Api,
     api::{DynamicObject, PostParams},
+    core::GroupVersionKind,
     discovery::ApiResource,
 };
 use serde_json::json;
@@ -30,13 +31,8 @@ use vnest_tests::{
 const LABEL_WIDTH: usize = 44;
 
 fn flunders() -> ApiResource {
-    ApiResource {
-        group: "wardle.example.com".into(),
-        version: "v1beta1".into(),
-        api_version: "wardle.example.com/v1beta1".into(),
-        kind: "Flunder".into(),
-        plural: "flunders".into(),
-    }
+    let gvk = GroupVersionKind::gvk("wardle.example.com", "v1beta1", "Flunder");
+    ApiResource::from_gvk_with_plural(&gvk, "flunders")
 }
 
 fn flunder(name: &str) -> DynamicObject {

@@ -22,7 +22,7 @@ use vnest_crds::meta::{
 };
 
 use crate::{
-    tenant::{TIMEOUT, Tenant, VC},
+    tenant::{Namespaced, TIMEOUT, Tenant, VC},
     wait,
 };
 
@@ -134,35 +134,18 @@ async fn create_one(
     kind: &str,
     obj: Value,
 ) -> Result<(), String> {
-    fn typed<K: DeserializeOwned>(obj: &Value) -> K {
-        serde_json::from_value(obj.clone()).expect("object JSON")
-    }
-    let pp = PostParams::default();
     wait::until(
         &format!("create {kind} {}", obj["metadata"]["name"]),
         CREATE_RETRY,
         || async {
             let result = match kind {
-                "ConfigMap" => api::<ConfigMap>(client, namespace)
-                    .create(&pp, &typed(&obj))
-                    .await
-                    .map(drop),
-                "Secret" => api::<Secret>(client, namespace)
-                    .create(&pp, &typed(&obj))
-                    .await
-                    .map(drop),
-                "Service" => api::<Service>(client, namespace)
-                    .create(&pp, &typed(&obj))
-                    .await
-                    .map(drop),
-                "PersistentVolumeClaim" => api::<PersistentVolumeClaim>(client, namespace)
-                    .create(&pp, &typed(&obj))
-                    .await
-                    .map(drop),
-                "Pod" => api::<Pod>(client, namespace)
-                    .create(&pp, &typed(&obj))
-                    .await
-                    .map(drop),
+                "ConfigMap" => create_as::<ConfigMap>(client, namespace, &obj).await,
+                "Secret" => create_as::<Secret>(client, namespace, &obj).await,
+                "Service" => create_as::<Service>(client, namespace, &obj).await,
+                "PersistentVolumeClaim" => {
+                    create_as::<PersistentVolumeClaim>(client, namespace, &obj).await
+                }
+                "Pod" => create_as::<Pod>(client, namespace, &obj).await,
                 other => unreachable!("no such burst kind {other}"),
             };
             match result {
@@ -173,6 +156,18 @@ async fn create_one(
     )
     .await;
     Ok(())
+}
+
+/// One create of `obj` as a `K` in `namespace`.
+async fn create_as<K>(client: &Client, namespace: &str, obj: &Value) -> Result<(), kube::Error>
+where
+    K: Namespaced,
+{
+    let typed: K = serde_json::from_value(obj.clone()).expect("object JSON");
+    api::<K>(client, namespace)
+        .create(&PostParams::default(), &typed)
+        .await
+        .map(drop)
 }
 
 fn api<K>(client: &Client, namespace: &str) -> Api<K>
@@ -338,11 +333,7 @@ async fn both_sides<K>(
     namespaces: &[&str],
 ) -> Result<(Vec<Value>, Vec<Value>), String>
 where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + Serialize
-        + fmt::Debug,
+    K: Namespaced,
 {
     let mut virt = Vec::new();
     for ns in namespaces {

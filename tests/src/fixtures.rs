@@ -45,14 +45,27 @@ pub async fn patch_spec(client: &Client, namespace: &str, name: &str, patch: Val
 /// A PersistentVolume pre-bound to claim `data-<vc>-0`, so the control plane pod can be
 /// scheduled (the bed has no storage provisioner; KWOK never mounts it).
 pub async fn provide_data_volume(client: &Client, namespace: &str, vc: &str) {
+    let path = format!("/tmp/{namespace}/data-{vc}-0");
+    create_bound_volume(client, namespace, vc, "100Gi", json!({ "path": path })).await;
+}
+
+/// Creates PersistentVolume `pv-<namespace>-data-<vc>-0` of `capacity`, on `host_path` (the
+/// volume's `hostPath` JSON), pre-bound to claim `data-<vc>-0` in `namespace`.
+pub async fn create_bound_volume(
+    client: &Client,
+    namespace: &str,
+    vc: &str,
+    capacity: &str,
+    host_path: Value,
+) {
     let claim = format!("data-{vc}-0");
     let pv: PersistentVolume = serde_json::from_value(json!({
         "metadata": { "name": format!("pv-{namespace}-{claim}"), "labels": { "vnest-tests/namespace": namespace } },
         "spec": {
-            "capacity": { "storage": "100Gi" },
+            "capacity": { "storage": capacity },
             "accessModes": ["ReadWriteOnce"],
             "persistentVolumeReclaimPolicy": "Retain",
-            "hostPath": { "path": format!("/tmp/{namespace}/{claim}") },
+            "hostPath": host_path,
             "claimRef": { "namespace": namespace, "name": claim },
         }
     }))
@@ -60,7 +73,7 @@ pub async fn provide_data_volume(client: &Client, namespace: &str, vc: &str) {
     Api::<PersistentVolume>::all(client.clone())
         .create(&PostParams::default(), &pv)
         .await
-        .expect("create PV");
+        .unwrap_or_else(|e| panic!("create PersistentVolume for {namespace}/{claim}: {e}"));
 }
 
 /// How long a VirtualCluster on KWOK may take to become Ready on a busy machine.
@@ -134,6 +147,18 @@ pub fn condition_message(vc: &VirtualCluster, type_: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Every verb RBAC grants on a resource, in the order Kubernetes lists them.
+pub const ALL_VERBS: [&str; 8] = [
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+];
+
 /// A loopback TCP port nothing listens on right now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -142,22 +167,17 @@ pub fn free_port() -> u16 {
         .expect("free port")
 }
 
-/// A test's host client, its own namespace, and an operator watching only that namespace.
-pub struct Setup {
-    pub client: Client,
-    pub ns: TestNamespace,
-    pub operator: OperatorProcess,
-}
-
-/// The CRDs installed, a namespace `<prefix>-…` and an operator `op-a` for it.
-pub async fn setup(prefix: &str) -> Setup {
+/// The bed's host client with the CRDs installed, and a namespace `<prefix>-…` of the test's own.
+pub async fn host_namespace(prefix: &str) -> (Client, TestNamespace) {
     let client = bed().host().await;
     crd::install(&client).await;
     let ns = TestNamespace::create(&client, prefix).await;
+    (client, ns)
+}
+
+/// [`host_namespace`] plus an operator `op-a` watching only that namespace.
+pub async fn setup(prefix: &str) -> (Client, TestNamespace, OperatorProcess) {
+    let (client, ns) = host_namespace(prefix).await;
     let operator = OperatorProcess::start(bed(), &ns.name, "op-a", free_port());
-    Setup {
-        client,
-        ns,
-        operator,
-    }
+    (client, ns, operator)
 }

@@ -10,20 +10,21 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::{PersistentVolume, Pod, Secret, Service};
-use kube::{
-    Api, Client,
-    api::{DeleteParams, PostParams},
-};
+use kube::{Api, Client, api::DeleteParams};
 use serde_json::{Value, json};
+use vnest_crds::VirtualCluster;
 
 use crate::{
     bed,
     bed::{repo_root, run},
+    fixtures::create_bound_volume,
     wait,
 };
 
 /// The uid:gid every vnest image runs as; the data volume must be writable for it.
 pub const IMAGE_USER: u32 = 65532;
+/// Cold start of a control-plane pod on the real node of a busy 2-core machine, with margin.
+pub const START: Duration = Duration::from_secs(180);
 
 /// The real node of the running bed.
 pub struct RealNode {
@@ -106,6 +107,15 @@ impl RealNode {
         })
     }
 
+    /// `spec.controlPlane` of a `k8s` VirtualCluster whose pod runs on this node, its data
+    /// on a 1Gi claim.
+    pub fn control_plane(&self) -> Value {
+        json!({
+            "distro": { "k8s": { "enabled": true } },
+            "statefulSet": { "scheduling": self.placement(), "persistence": { "size": "1Gi" } },
+        })
+    }
+
     /// A hostPath PersistentVolume pre-bound to claim `data-<vc>-0` in `namespace`, in a folder
     /// of the bed owned by the images' user (the bed has no provisioner; hostPath volumes get
     /// no fsGroup ownership change).
@@ -118,24 +128,78 @@ impl RealNode {
         std::fs::create_dir_all(&dir).expect("create the volume folder");
         std::os::unix::fs::chown(&dir, Some(IMAGE_USER), Some(IMAGE_USER))
             .expect("chown the volume folder");
-        let pv: PersistentVolume = serde_json::from_value(json!({
-            "metadata": { "name": format!("pv-{namespace}-{claim}"), "labels": { "vnest-tests/namespace": namespace } },
-            "spec": {
-                // The operator's default claim size: a smaller claim binds to it too.
-                "capacity": { "storage": "5Gi" },
-                "accessModes": ["ReadWriteOnce"],
-                "persistentVolumeReclaimPolicy": "Retain",
-                "hostPath": { "path": dir.to_string_lossy(), "type": "Directory" },
-                "claimRef": { "namespace": namespace, "name": claim },
-            }
-        }))
-        .expect("PV JSON");
-        Api::<PersistentVolume>::all(client.clone())
-            .create(&PostParams::default(), &pv)
-            .await
-            .expect("create PV");
+        // The operator's default claim size: a smaller claim binds to it too.
+        let host_path = json!({ "path": dir.to_string_lossy(), "type": "Directory" });
+        create_bound_volume(client, namespace, vc, "5Gi", host_path).await;
         dir
     }
+}
+
+/// The spec of a pod on the node of `placement` ([`RealNode::placement`]) running vnest-echo
+/// on :8080, ready when it serves, that passes the `restricted` Pod Security Standard.
+pub fn echo_pod_spec(placement: &Value) -> Value {
+    json!({
+        "nodeSelector": placement["nodeSelector"],
+        "tolerations": placement["tolerations"],
+        "terminationGracePeriodSeconds": 2,
+        "securityContext": { "runAsNonRoot": true, "runAsUser": IMAGE_USER, "seccompProfile": { "type": "RuntimeDefault" } },
+        "containers": [{
+            "name": "echo", "image": local_image("vnest-echo"), "imagePullPolicy": "Never",
+            "args": ["serve", ":8080"],
+            "ports": [{ "containerPort": 8080 }],
+            "readinessProbe": { "httpGet": { "path": "/ready", "port": 8080 }, "periodSeconds": 2 },
+            "securityContext": { "allowPrivilegeEscalation": false, "capabilities": { "drop": ["ALL"] } },
+        }],
+    })
+}
+
+/// A tenant's workload in virtual namespace `default`: Deployment `echo` of two
+/// [`echo_pod_spec`] pods and Service `echo` (port 80) in front of them.
+pub fn echo_workload(placement: &Value) -> Vec<Value> {
+    vec![
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": { "name": "echo", "namespace": "default" },
+            "spec": {
+                "replicas": 2,
+                "selector": { "matchLabels": { "app": "echo" } },
+                "template": {
+                    "metadata": { "labels": { "app": "echo" } },
+                    "spec": echo_pod_spec(placement),
+                },
+            },
+        }),
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": { "name": "echo", "namespace": "default" },
+            "spec": { "selector": { "app": "echo" }, "ports": [{ "port": 80, "targetPort": 8080 }] },
+        }),
+    ]
+}
+
+/// The tenant kubeconfig of [`tenant_kubeconfig_through_service`], once the tenant's API
+/// answers `/readyz` through it; panics after `timeout`.
+pub async fn ready_tenant_kubeconfig(
+    client: &Client,
+    namespace: &str,
+    vc: &str,
+    timeout: Duration,
+) -> PathBuf {
+    let kubeconfig = tenant_kubeconfig_through_service(client, namespace, vc).await;
+    wait::until("the tenant API through the Service", timeout, || async {
+        tenant_kubectl(&kubeconfig, &["get", "--raw", "/readyz"])
+    })
+    .await;
+    kubeconfig
+}
+
+/// Deletes VirtualCluster `vc` and its data volume (without waiting for either to go).
+pub async fn delete_virtual_cluster(client: &Client, namespace: &str, vc: &str) {
+    Api::<VirtualCluster>::namespaced(client.clone(), namespace)
+        .delete(vc, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("delete VirtualCluster {namespace}/{vc}: {e}"));
+    delete_data_volume(client, namespace, vc).await;
 }
 
 /// Deletes the PersistentVolume [`RealNode::provide_data_volume`] made.

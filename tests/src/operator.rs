@@ -3,11 +3,12 @@
 use std::{
     path::PathBuf,
     process::{Child, Command, Stdio},
+    time::Duration,
 };
 
 use crate::{
     bed::{TestBed, workspace_binary},
-    scrape,
+    scrape, wait,
 };
 
 /// `target/<profile>/vnest-operator`, built by the test command before the tests run.
@@ -105,6 +106,49 @@ impl OperatorProcess {
     /// Sum of a counter over all its label sets, e.g. `vnest_api_writes_total`.
     pub async fn counter(&self, name: &str) -> Result<f64, String> {
         Ok(scrape::counter(&self.metrics().await?, name))
+    }
+
+    /// `vnest_api_writes_total` once it stays unchanged for `quiet` (the trailing reconciles
+    /// have settled); panics after `timeout`.
+    pub async fn settled_writes(&self, quiet: Duration, timeout: Duration) -> f64 {
+        wait::until("operator writes to settle", timeout, || async {
+            let before = self.counter("vnest_api_writes_total").await?;
+            tokio::time::sleep(quiet).await;
+            let after = self.counter("vnest_api_writes_total").await?;
+            if before == after {
+                Ok(after)
+            } else {
+                Err(format!("{before} -> {after}"))
+            }
+        })
+        .await
+    }
+
+    /// Proves the operator writes nothing for `window`: `vnest_api_writes_total` stays at
+    /// `writes` on every look.
+    pub async fn writes_stay_at(&self, writes: f64, window: Duration) {
+        let what = format!("operator API writes staying at {writes}");
+        wait::holds(&what, window, || async {
+            let now = self.counter("vnest_api_writes_total").await?;
+            (now == writes)
+                .then_some(())
+                .ok_or(format!("it wrote: {writes} -> {now}"))
+        })
+        .await
+    }
+
+    /// Returns once `vnest_reconcile_total` reaches `at_least`; panics after `timeout`.
+    pub async fn reconciled(&self, at_least: f64, timeout: Duration) {
+        let what = format!("{at_least} operator reconciles");
+        wait::until(&what, timeout, || async {
+            let done = self.counter("vnest_reconcile_total").await?;
+            if done >= at_least {
+                Ok(())
+            } else {
+                Err(format!("{done}"))
+            }
+        })
+        .await
     }
 }
 

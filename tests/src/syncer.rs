@@ -221,6 +221,19 @@ impl SyncerProcess {
         scrape::answer(self.metrics_port, "/readyz").await
     }
 
+    /// The `/readyz` body once the syncer answers 503 with a body containing `needle`: why
+    /// it is not ready.
+    pub async fn unready_because(&self, needle: &str) -> String {
+        let what = format!("readyz 503 naming {needle}");
+        wait::until(&what, Duration::from_secs(60), || async {
+            match self.readyz().await {
+                Ok((503, body)) if body.contains(needle) => Ok(body),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await
+    }
+
     /// Sum of a counter over all its label sets.
     pub async fn counter(&self, name: &str) -> Result<f64, String> {
         Ok(scrape::counter(&self.get("/metrics").await?, name))

@@ -10,10 +10,10 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client, Resource,
-    api::{DeleteParams, ListParams, PostParams},
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
 use serde::{Serialize, de::DeserializeOwned};
-use serde_json::Value;
+use serde_json::{Value, json};
 use vnest_crds::{SyncerConfig, meta::SYNCER_CONFIG_KEY, translate::host_name};
 
 use crate::{
@@ -22,6 +22,25 @@ use crate::{
     syncer::SyncerWiring,
     wait,
 };
+
+/// A namespaced object kind the tests create from JSON, read and list.
+pub trait Namespaced:
+    Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + DeserializeOwned
+    + Serialize
+    + std::fmt::Debug
+{
+}
+
+impl<K> Namespaced for K where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug
+{
+}
 
 /// How long the tests wait for the syncer to converge.
 pub const TIMEOUT: Duration = Duration::from_secs(60);
@@ -35,6 +54,11 @@ pub struct Tenant {
     pub vns: TestNamespace,
     pub wiring: SyncerWiring,
     _operator: OperatorProcess,
+}
+
+/// A VirtualCluster spec that syncs `kind` (as `spec.sync.toHost` spells it) to the host.
+pub fn syncing_to_host(kind: &str) -> Value {
+    json!({ "sync": { "toHost": { kind: { "enabled": true } } } })
 }
 
 /// A tenant for a test named by `prefix`, its VirtualCluster made from `spec`.
@@ -114,11 +138,7 @@ impl Tenant {
     /// Creates `obj` in the virtual namespace, retrying until the API server takes it.
     pub async fn create<K>(&self, obj: Value) -> K
     where
-        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + Serialize
-            + std::fmt::Debug,
+        K: Namespaced,
     {
         let obj: K = serde_json::from_value(obj).expect("object JSON");
         let api = self.virt_api::<K>();
@@ -169,6 +189,47 @@ where
         .ok_or_else(|| format!("{name} not found"))
 }
 
+/// Deletes object `name` (default propagation, not waiting for it to go); panics naming it
+/// when the API server refuses.
+pub async fn delete<K>(api: &Api<K>, name: impl AsRef<str>)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let name = name.as_ref();
+    api.delete(name, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("delete {name}: {e}"));
+}
+
+/// Object `name` with `patch` merged into it; panics naming it when the API server refuses.
+pub async fn merge_patch<K>(api: &Api<K>, name: impl AsRef<str>, patch: Value) -> K
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    merge(api, None, name.as_ref(), patch).await
+}
+
+/// Object `name` with `patch` merged into its status; panics naming it when the API server
+/// refuses.
+pub async fn merge_patch_status<K>(api: &Api<K>, name: impl AsRef<str>, patch: Value) -> K
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    merge(api, Some("status"), name.as_ref(), patch).await
+}
+
+async fn merge<K>(api: &Api<K>, subresource: Option<&str>, name: &str, patch: Value) -> K
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let (params, patch) = (PatchParams::default(), Patch::Merge(patch));
+    match subresource {
+        None => api.patch(name, &params, &patch).await,
+        Some(sub) => api.patch_subresource(sub, name, &params, &patch).await,
+    }
+    .unwrap_or_else(|e| panic!("patch {name} {}: {e}", subresource.unwrap_or_default()))
+}
+
 /// Ok once object `name` is gone.
 pub async fn absent<K>(api: &Api<K>, name: impl AsRef<str>) -> Result<(), String>
 where
@@ -183,18 +244,27 @@ where
 
 /// The first Warning event about virtual object `name`.
 pub async fn warning_about(s: &Tenant, name: &str) -> Event {
-    let events: Api<Event> = s.virt_api();
-    wait::until(&format!("Warning event about {name}"), TIMEOUT, || async {
+    let what = format!("Warning event about {name}");
+    first_warning(&s.virt_api(), &what, |e| {
+        e.involved_object.name.as_deref() == Some(name)
+    })
+    .await
+}
+
+/// The first Warning event of `events` that `matches`, once there is one; `what` names it.
+pub async fn first_warning(
+    events: &Api<Event>,
+    what: &str,
+    matches: impl Fn(&Event) -> bool,
+) -> Event {
+    wait::until(what, TIMEOUT, || async {
         let list = events
             .list(&ListParams::default())
             .await
             .map_err(|e| e.to_string())?;
         list.items
             .into_iter()
-            .find(|e| {
-                e.involved_object.name.as_deref() == Some(name)
-                    && e.type_.as_deref() == Some("Warning")
-            })
+            .find(|e| e.type_.as_deref() == Some("Warning") && matches(e))
             .ok_or("no event yet".to_string())
     })
     .await

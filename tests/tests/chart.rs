@@ -12,7 +12,10 @@ use vnest_tests::{
     OperatorProcess, TestNamespace, bed,
     bed::{repo_root, service_account_kubeconfig},
     crd,
-    fixtures::{create_virtual_cluster, free_port, provide_data_volume, wait_condition},
+    fixtures::{
+        ALL_VERBS, create_virtual_cluster, free_port, host_namespace, provide_data_volume,
+        wait_condition,
+    },
     operator::operator_binary,
     wait,
 };
@@ -159,16 +162,7 @@ fn chart_renders_a_leader_elected_operator_with_least_rbac() {
     );
     assert_eq!(
         verbs_on("ingresses"),
-        [
-            "get",
-            "list",
-            "watch",
-            "create",
-            "update",
-            "patch",
-            "delete",
-            "deletecollection"
-        ],
+        ALL_VERBS,
         "the control plane's Ingress is a child like the others: {rules:?}"
     );
     assert_eq!(
@@ -300,9 +294,7 @@ async fn the_default_policy_is_accepted_strictly() {
 /// An operator on the installed chart's ServiceAccount token can make a VirtualCluster Ready and clean it up.
 #[tokio::test]
 async fn installed_chart_rbac_is_enough_to_run_and_clean_up_a_virtual_cluster() {
-    let client = bed().host().await;
-    crd::install(&client).await;
-    let release_ns = TestNamespace::create(&client, "chart").await;
+    let (client, release_ns) = host_namespace("chart").await;
     let tenant_ns = TestNamespace::create(&client, "chart-vc").await;
     let release = format!("r{}", std::process::id());
     let chart = chart();

@@ -18,7 +18,7 @@ use vnest_tests::{
     SyncerProcess, bed,
     fixtures::{free_port, patch_spec},
     scrape,
-    tenant::{TIMEOUT, Tenant, VC, absent, present, setup},
+    tenant::{TIMEOUT, Tenant, VC, absent, delete, merge_patch_status, present, setup},
     wait,
 };
 
@@ -39,6 +39,13 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
 
 fn flunders(version: &str) -> ApiResource {
     resource("wardle.example.com", version, "Flunder", "flunders")
+}
+
+/// A VirtualCluster spec that syncs the tenant's flunders of `version` to the host.
+fn flunders_to_host(version: &str) -> Value {
+    json!({ "sync": { "toHost": { "customResources": {
+        format!("{FLUNDERS}/{version}"): { "enabled": true },
+    } } } })
 }
 
 fn object(value: Value) -> DynamicObject {
@@ -257,14 +264,12 @@ async fn crd_backed_resources_copy_their_schema_and_sync_both_ways() {
         json!(5),
     )
     .await;
-    host_widgets
-        .patch_status(
-            &s.host_name("w"),
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": { "ready": true } })),
-        )
-        .await
-        .unwrap();
+    merge_patch_status(
+        &host_widgets,
+        &s.host_name("w"),
+        json!({ "status": { "ready": true } }),
+    )
+    .await;
     wait::until(
         "host status back on the tenant's widget",
         TIMEOUT,
@@ -338,18 +343,12 @@ async fn crd_backed_resources_copy_their_schema_and_sync_both_ways() {
     .await;
 
     // Deletes: the tenant's widget takes its mirror; the host's gadget takes the copy.
-    virt_widgets
-        .delete("w", &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&virt_widgets, "w").await;
     wait::until("host mirror deleted", TIMEOUT, || {
         absent(&host_widgets, s.host_name("w"))
     })
     .await;
-    host_gadgets
-        .delete(&gadget, &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&host_gadgets, &gadget).await;
     wait::until("copy deleted", TIMEOUT, || absent(&virt_gadgets, &gadget)).await;
 
     // The host serves a new storage version v2 (the key names no version, so the host's
@@ -480,10 +479,7 @@ fn flunder(name: &str, spec: Value) -> DynamicObject {
 #[tokio::test]
 async fn aggregated_writes_are_written_through_and_rejections_roll_back() {
     let _turn = WARDLE.lock().await;
-    let spec = json!({ "sync": { "toHost": { "customResources": {
-        format!("{FLUNDERS}/v1beta1"): { "enabled": true },
-    } } } });
-    let mut s = setup("cr-wt", spec).await;
+    let mut s = setup("cr-wt", flunders_to_host("v1beta1")).await;
     s.wiring
         .env
         .push(("VNEST_SYNCER_WRITE_THROUGH_FAULTS".into(), "1".into()));
@@ -685,10 +681,7 @@ async fn aggregated_writes_are_written_through_and_rejections_roll_back() {
 #[tokio::test]
 async fn resolution_upgrade_and_disable_follow_the_seed() {
     let _turn = WARDLE.lock().await;
-    let spec = json!({ "sync": { "toHost": { "customResources": {
-        format!("{FLUNDERS}/v1alpha1"): { "enabled": true },
-    } } } });
-    let mut s = setup("cr-life", spec).await;
+    let mut s = setup("cr-life", flunders_to_host("v1alpha1")).await;
     let mut syncer = s.start_syncer();
     ready(&syncer).await;
     let versions = || virtual_crd_versions(FLUNDERS);
@@ -809,13 +802,7 @@ async fn resolution_upgrade_and_disable_follow_the_seed() {
     })
     .await;
     let syncer = s.start_syncer();
-    let why = wait::until("readyz explains", TIMEOUT, || async {
-        match syncer.readyz().await {
-            Ok((503, body)) if body.contains(&missing) => Ok(body),
-            other => Err(format!("{other:?}")),
-        }
-    })
-    .await;
+    let why = syncer.unready_because(&missing).await;
     assert!(why.contains("does not serve"), "{why}");
     assert!(why.contains("again when it restarts"), "{why}");
 
@@ -838,13 +825,7 @@ async fn resolution_upgrade_and_disable_follow_the_seed() {
     .await;
     let syncer = s.start_syncer();
     let field = format!("spec.sync.fromHost.customResources[{FLUNDERS}].scope: Cluster");
-    let why = wait::until("readyz names the scope", TIMEOUT, || async {
-        match syncer.readyz().await {
-            Ok((503, body)) if body.contains(&field) => Ok(body),
-            other => Err(format!("{other:?}")),
-        }
-    })
-    .await;
+    let why = syncer.unready_because(&field).await;
     assert!(why.contains("set scope: Namespaced or remove it"), "{why}");
 
     drop(syncer);

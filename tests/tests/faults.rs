@@ -21,13 +21,11 @@ use vnest_crds::{VirtualCluster, meta};
 use vnest_tests::{
     OperatorProcess, SyncerProcess, TestNamespace, bed,
     faults::{self, Clusters, Row, Sides, Tally},
-    fixtures::{
-        Setup, create_virtual_cluster, free_port, provide_data_volume, setup, wait_condition,
-    },
+    fixtures::{create_virtual_cluster, free_port, provide_data_volume, setup, wait_condition},
     node::{
         all_containers_ready, delete_data_volume, real_node, tenant_kubeconfig_through_service,
     },
-    tenant::{self, TIMEOUT, VC},
+    tenant::{self, TIMEOUT, VC, delete},
     wait,
 };
 
@@ -111,16 +109,8 @@ async fn a_syncer_killed_mid_burst_loses_duplicates_and_orphans_nothing() {
         .counter("vnest_syncer_host_writes_total")
         .await
         .unwrap();
-    println!(
-        "{}",
-        Row {
-            fault: &format!("kill -9 of the syncer during {total} creates"),
-            in_flight: total - on_host,
-            tally: &tally,
-            converged: took,
-            writes,
-        }
-    );
+    let fault = format!("kill -9 of the syncer during {total} creates");
+    print_row(&fault, total - on_host, &tally, took, writes);
 
     // And again while the same objects are deleted.
     let mut syncer = syncer;
@@ -151,16 +141,8 @@ async fn a_syncer_killed_mid_burst_loses_duplicates_and_orphans_nothing() {
         .counter("vnest_syncer_host_writes_total")
         .await
         .unwrap();
-    println!(
-        "{}",
-        Row {
-            fault: &format!("kill -9 of the syncer during {total} deletes"),
-            in_flight: left,
-            tally: &tally,
-            converged: took,
-            writes,
-        }
-    );
+    let fault = format!("kill -9 of the syncer during {total} deletes");
+    print_row(&fault, left, &tally, took, writes);
     drop(syncer);
     s.teardown().await;
 }
@@ -224,16 +206,8 @@ async fn a_tenant_namespace_deleted_while_the_syncer_is_down_leaves_no_host_copi
         .counter("vnest_syncer_host_writes_total")
         .await
         .unwrap();
-    println!(
-        "{}",
-        Row {
-            fault: "a tenant namespace deleted while the syncer is down",
-            in_flight: SMALL * faults::KINDS_PER_GROUP,
-            tally: &tally,
-            converged: took,
-            writes,
-        }
-    );
+    let fault = "a tenant namespace deleted while the syncer is down";
+    print_row(fault, SMALL * faults::KINDS_PER_GROUP, &tally, took, writes);
     drop(syncer);
     s.teardown().await;
 }
@@ -338,6 +312,35 @@ async fn clusters_converged(client: &Client, namespace: &str) -> Result<usize, S
     Ok(live.items.len())
 }
 
+/// Prints the fault-table row of an operator fault: `checked` clusters converged, found whole
+/// by [`clusters_converged`], in `took`, with `operator`'s API writes.
+async fn print_operator_row(
+    fault: &str,
+    in_flight: usize,
+    checked: usize,
+    took: Duration,
+    operator: &OperatorProcess,
+) {
+    let writes = operator.counter("vnest_api_writes_total").await.unwrap();
+    let tally = Tally {
+        checked,
+        ..Tally::default()
+    };
+    print_row(fault, in_flight, &tally, took, writes);
+}
+
+/// Prints one row of the fault table.
+fn print_row(fault: &str, in_flight: usize, tally: &Tally, converged: Duration, writes: f64) {
+    let row = Row {
+        fault,
+        in_flight,
+        tally,
+        converged,
+        writes,
+    };
+    println!("{row}");
+}
+
 /// Returns as soon as `operator` has made `writes` API writes.
 async fn wait_busy(operator: &OperatorProcess, writes: f64) {
     let done = || async { operator.counter("vnest_api_writes_total").await };
@@ -350,11 +353,7 @@ async fn wait_busy(operator: &OperatorProcess, writes: f64) {
 #[tokio::test]
 async fn an_operator_killed_mid_burst_converges_with_nothing_lost_or_orphaned() {
     let _serial = SERIAL.lock().await;
-    let Setup {
-        client,
-        ns,
-        operator: mut first,
-    } = setup("fault-op").await;
+    let (client, ns, mut first) = setup("fault-op").await;
     let (clusters, deleted) = (clusters(), deleted());
     let n = ns.name.as_str();
     for i in 0..clusters {
@@ -392,21 +391,8 @@ async fn an_operator_killed_mid_burst_converges_with_nothing_lost_or_orphaned() 
     .await;
     let took = start.elapsed();
     assert_eq!(count, clusters);
-    let writes = second.counter("vnest_api_writes_total").await.unwrap();
-    let clean = Tally {
-        checked: clusters,
-        ..Tally::default()
-    };
-    println!(
-        "{}",
-        Row {
-            fault: &format!("kill -9 of the operator during {clusters} VirtualCluster creates"),
-            in_flight: clusters - ready_at_kill,
-            tally: &clean,
-            converged: took,
-            writes,
-        }
-    );
+    let fault = format!("kill -9 of the operator during {clusters} VirtualCluster creates");
+    print_operator_row(&fault, clusters - ready_at_kill, clusters, took, &second).await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), n);
     let mut cas = Vec::new();
     for i in deleted..clusters {
@@ -445,21 +431,9 @@ async fn an_operator_killed_mid_burst_converges_with_nothing_lost_or_orphaned() 
     })
     .await;
     let took = start.elapsed();
-    let writes = third.counter("vnest_api_writes_total").await.unwrap();
-    let clean = Tally {
-        checked: count,
-        ..Tally::default()
-    };
-    println!(
-        "{}",
-        Row {
-            fault: &format!("kill -9 of the operator during {deleted} VirtualCluster deletes"),
-            in_flight: remaining - (clusters - deleted),
-            tally: &clean,
-            converged: took,
-            writes,
-        }
-    );
+    let fault = format!("kill -9 of the operator during {deleted} VirtualCluster deletes");
+    let in_flight = remaining - (clusters - deleted);
+    print_operator_row(&fault, in_flight, count, took, &third).await;
     for (i, ca) in (deleted..clusters).zip(cas) {
         let certs = secrets.get(&format!("{}-certs", cluster(i))).await.unwrap();
         assert_eq!(
@@ -477,11 +451,7 @@ async fn an_operator_killed_mid_burst_converges_with_nothing_lost_or_orphaned() 
 #[tokio::test]
 async fn a_virtual_cluster_deleted_while_the_operator_is_down_is_cleaned_up_on_restart() {
     let _serial = SERIAL.lock().await;
-    let Setup {
-        client,
-        ns,
-        operator: mut first,
-    } = setup("fault-down").await;
+    let (client, ns, mut first) = setup("fault-down").await;
     let n = ns.name.as_str();
     for name in ["kept", "doomed"] {
         provide_data_volume(&client, n, name).await;
@@ -496,9 +466,7 @@ async fn a_virtual_cluster_deleted_while_the_operator_is_down_is_cleaned_up_on_r
     .await;
     first.kill();
     let api: Api<VirtualCluster> = Api::namespaced(client.clone(), n);
-    api.delete("doomed", &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&api, "doomed").await;
     // The operator's finalizer keeps it until an operator runs.
     wait::holds(
         "the doomed cluster waits for the operator",
@@ -520,21 +488,8 @@ async fn a_virtual_cluster_deleted_while_the_operator_is_down_is_cleaned_up_on_r
         },
     )
     .await;
-    let writes = second.counter("vnest_api_writes_total").await.unwrap();
-    let clean = Tally {
-        checked: 1,
-        ..Tally::default()
-    };
-    println!(
-        "{}",
-        Row {
-            fault: "a VirtualCluster deleted while the operator is down",
-            in_flight: 1,
-            tally: &clean,
-            converged: start.elapsed(),
-            writes,
-        }
-    );
+    let fault = "a VirtualCluster deleted while the operator is down";
+    print_operator_row(fault, 1, 1, start.elapsed(), &second).await;
     drop(second);
     ns.delete(&client).await;
 }
@@ -583,23 +538,14 @@ async fn host_api_server_and_etcd_restarts_mid_burst_lose_nothing() {
         )
         .await;
         assert!(tally.checked >= total, "{tally}");
-        println!(
-            "{}",
-            Row {
-                fault: &format!(
-                    "restart of {component} during {total} {}",
-                    if content == "v1" {
-                        "creates"
-                    } else {
-                        "updates"
-                    }
-                ),
-                in_flight,
-                tally: &tally,
-                converged: took,
-                writes: writes().await.unwrap() - start_writes,
-            }
-        );
+        let change = if content == "v1" {
+            "creates"
+        } else {
+            "updates"
+        };
+        let fault = format!("restart of {component} during {total} {change}");
+        let burst_writes = writes().await.unwrap() - start_writes;
+        print_row(&fault, in_flight, &tally, took, burst_writes);
     }
     drop(syncer);
     s.teardown().await;
@@ -715,11 +661,7 @@ async fn a_control_plane_pod_deleted_mid_burst_loses_nothing() {
     const START: Duration = Duration::from_secs(240);
     let _serial = SERIAL.lock().await;
     let node = real_node();
-    let Setup {
-        client,
-        ns,
-        operator: _operator,
-    } = setup("fault-cp").await;
+    let (client, ns, _operator) = setup("fault-cp").await;
     node.provide_data_volume(&client, &ns.name, VC).await;
     create_virtual_cluster(
         &client,
@@ -799,15 +741,7 @@ async fn a_control_plane_pod_deleted_mid_burst_loses_nothing() {
         pod_syncer_writes(&pods, &pod)
     })
     .await;
-    println!(
-        "{}",
-        Row {
-            fault: &format!("control-plane pod deleted during {total} creates"),
-            in_flight: total - on_host,
-            tally: &tally,
-            converged: took,
-            writes,
-        }
-    );
+    let fault = format!("control-plane pod deleted during {total} creates");
+    print_row(&fault, total - on_host, &tally, took, writes);
     delete_data_volume(&client, &ns.name, VC).await;
 }

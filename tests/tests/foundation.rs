@@ -20,7 +20,9 @@ use vnest_crds::VirtualCluster;
 use vnest_tests::{
     TestNamespace, bed,
     bed::{repo_root, service_account_kubeconfig},
-    crd, wait,
+    crd,
+    fixtures::host_namespace,
+    wait,
 };
 
 fn example(file: &str) -> serde_yaml::Value {
@@ -53,9 +55,7 @@ async fn crd_is_established_and_served_with_its_short_names() {
 /// Every example manifest is accepted by strict validation and reads back unchanged.
 #[tokio::test]
 async fn every_example_is_accepted_and_reads_back_as_written() {
-    let client = bed().host().await;
-    crd::install(&client).await;
-    let ns = TestNamespace::create(&client, "examples").await;
+    let (client, ns) = host_namespace("examples").await;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &vc_resource());
     let files = [
         "team-alpha-production.yaml",
@@ -106,9 +106,7 @@ fn assert_subset(actual: &serde_json::Value, written: &serde_json::Value, file: 
 /// Schema defaults fill the seed's isolation numbers when a spec leaves them out.
 #[tokio::test]
 async fn schema_defaults_fill_the_seed_isolation_numbers() {
-    let client = bed().host().await;
-    crd::install(&client).await;
-    let ns = TestNamespace::create(&client, "defaults").await;
+    let (client, ns) = host_namespace("defaults").await;
     let api: Api<VirtualCluster> = Api::namespaced(client.clone(), &ns.name);
     let vc: VirtualCluster = serde_json::from_value(json!({
         "apiVersion": "vnest.dev/v1alpha1", "kind": "VirtualCluster",
@@ -128,9 +126,7 @@ async fn schema_defaults_fill_the_seed_isolation_numbers() {
 /// The API server refuses invalid specs with vnest's own CEL messages naming the field.
 #[tokio::test]
 async fn invalid_specs_are_refused_with_vnest_messages() {
-    let client = bed().host().await;
-    crd::install(&client).await;
-    let ns = TestNamespace::create(&client, "invalid").await;
+    let (client, ns) = host_namespace("invalid").await;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &vc_resource());
     let cases = [
         (
@@ -216,9 +212,7 @@ async fn invalid_specs_are_refused_with_vnest_messages() {
 /// allowed name is taken and can still be updated (the rules run on creation only).
 #[tokio::test]
 async fn names_the_host_objects_cannot_take_are_refused_on_creation() {
-    let client = bed().host().await;
-    crd::install(&client).await;
-    let ns = TestNamespace::create(&client, "names").await;
+    let (client, ns) = host_namespace("names").await;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &vc_resource());
     let object = |name: &str| -> DynamicObject {
         serde_json::from_value(json!({

@@ -21,10 +21,12 @@ use kube::{
 use serde_json::{Value, json};
 use vnest_crds::VirtualClusterTemplate;
 use vnest_tests::{
-    OperatorProcess, TestNamespace, bed,
+    OperatorProcess, bed,
     bed::{repo_root, run},
-    crd,
-    fixtures::{create_virtual_cluster, free_port, provide_data_volume, wait_condition},
+    fixtures::{
+        create_virtual_cluster, free_port, host_namespace, provide_data_volume, setup,
+        wait_condition,
+    },
 };
 
 fn example(path: &str) -> String {
@@ -91,11 +93,8 @@ async fn argo_health_follows_the_virtual_cluster_status() {
     assert_eq!(status, "Progressing");
     assert!(message.contains("generation 3"), "{message}");
 
-    let client = bed().host().await;
-    crd::install(&client).await;
-    let ns = TestNamespace::create(&client, "argo").await;
+    let (client, ns, _operator) = setup("argo").await;
     let n = ns.name.as_str();
-    let _operator = OperatorProcess::start(bed(), n, "op-argo", free_port());
     for name in ["up", "paused"] {
         provide_data_volume(&client, n, name).await;
     }
@@ -167,11 +166,9 @@ async fn every_applicationset_directory_holds_virtual_clusters_the_operator_acce
     assert_eq!(template["destination"]["namespace"], "{{.path.basename}}");
     assert_eq!(template["source"]["path"], "{{.path.path}}");
 
-    let client = bed().host().await;
-    crd::install(&client).await;
+    let (client, ns) = host_namespace("appset").await;
     apply_template(&client, "small.yaml").await;
     apply_template(&client, "medium.yaml").await;
-    let ns = TestNamespace::create(&client, "appset").await;
     let _operator = OperatorProcess::start(bed(), &ns.name, "op-appset", free_port());
     let mut directories = 0;
     for dir in std::fs::read_dir(repo_root().join(parent)).unwrap() {
@@ -238,10 +235,8 @@ async fn the_backstage_skeleton_renders_a_virtual_cluster_that_reaches_ready() {
         );
     }
 
-    let client = bed().host().await;
-    crd::install(&client).await;
+    let (client, ns) = host_namespace("backstage").await;
     apply_template(&client, "small.yaml").await;
-    let ns = TestNamespace::create(&client, "backstage").await;
     let _operator = OperatorProcess::start(bed(), &ns.name, "op-backstage", free_port());
     let values = BTreeMap::from([
         ("name", "checkout"),

@@ -24,9 +24,9 @@ use kube::{
 use serde_json::json;
 use std::collections::BTreeMap;
 use vnest_crds::{meta::LABEL_CONTROL_PLANE, translate::host_name};
-use vnest_tests::tenant::{TIMEOUT, VC, absent, phase, present, setup};
+use vnest_tests::tenant::{TIMEOUT, VC, absent, first_warning, phase, present, setup};
 use vnest_tests::{
-    fixtures::{self, create_virtual_cluster, provide_data_volume, spec_refusal},
+    fixtures::{self, ALL_VERBS, create_virtual_cluster, provide_data_volume, spec_refusal},
     wait,
 };
 
@@ -53,11 +53,8 @@ async fn selected(pods: &Api<Pod>, selector: &str) -> Vec<String> {
 /// A tenant pod dressed in the control plane's labels is selected by none of its Services or NetworkPolicies.
 #[tokio::test]
 async fn a_tenant_pod_labelled_as_the_control_plane_joins_none_of_its_services() {
-    let s = setup(
-        "iso-cp",
-        json!({ "policies": { "networkPolicy": { "enabled": true } } }),
-    )
-    .await;
+    let spec = json!({ "policies": { "networkPolicy": { "enabled": true } } });
+    let s = setup("iso-cp", spec).await;
     // The bed has no storage provisioner: a volume for the control plane's data claim lets
     // its pod be scheduled (onto a KWOK node, which runs it and gives it an IP).
     provide_data_volume(&s.host, &s.ns.name, VC).await;
@@ -204,11 +201,7 @@ fn sorted<const N: usize>(mut names: [String; N]) -> Vec<String> {
 async fn extra_syncer_rights_are_refused_unless_the_admins_allow_them() {
     // `fixtures::setup` starts the operator as the chart does by default: no
     // `--allow-extra-rules`.
-    let fixtures::Setup {
-        client,
-        ns,
-        operator: _operator,
-    } = fixtures::setup("iso-rules").await;
+    let (client, ns, _operator) = fixtures::setup("iso-rules").await;
     let n = ns.name.as_str();
     create_virtual_cluster(
         &client,
@@ -259,25 +252,11 @@ async fn extra_syncer_rights_are_refused_unless_the_admins_allow_them() {
 /// The first Warning event about `kind` `name` in virtual namespace `ns` with `reason`.
 async fn warning_in(virt: &kube::Client, ns: &str, kind: &str, name: &str, reason: &str) -> Event {
     let events: Api<Event> = Api::namespaced(virt.clone(), ns);
-    wait::until(
-        &format!("{reason} on {kind} {ns}/{name}"),
-        TIMEOUT,
-        || async {
-            let list = events
-                .list(&ListParams::default())
-                .await
-                .map_err(|e| e.to_string())?;
-            list.items
-                .into_iter()
-                .find(|e| {
-                    e.involved_object.name.as_deref() == Some(name)
-                        && e.involved_object.kind.as_deref() == Some(kind)
-                        && e.type_.as_deref() == Some("Warning")
-                        && e.reason.as_deref() == Some(reason)
-                })
-                .ok_or("no event yet".to_string())
-        },
-    )
+    first_warning(&events, &format!("{reason} on {kind} {ns}/{name}"), |e| {
+        e.involved_object.name.as_deref() == Some(name)
+            && e.involved_object.kind.as_deref() == Some(kind)
+            && e.reason.as_deref() == Some(reason)
+    })
     .await
 }
 
@@ -447,18 +426,6 @@ fn can_i(kubeconfig: &std::path::Path, args: &[&str]) -> Option<bool> {
     }
 }
 
-/// Verbs every check below tries.
-const VERBS: [&str; 8] = [
-    "get",
-    "list",
-    "watch",
-    "create",
-    "update",
-    "patch",
-    "delete",
-    "deletecollection",
-];
-
 /// The syncer's own host token (ServiceAccount `vc-<vc>`, as the control-plane pod holds it)
 /// is refused every verb on every namespaced kind tried in another namespace, in
 /// `kube-system` and across all namespaces, and every write of every cluster-scoped kind
@@ -495,7 +462,7 @@ async fn the_syncers_token_is_refused_outside_its_namespace() {
         vec!["--all-namespaces"],
     ] {
         for kind in namespaced {
-            for verb in VERBS {
+            for verb in ALL_VERBS {
                 let mut args = vec![verb, kind];
                 args.extend(&scope);
                 match can_i(token, &args) {

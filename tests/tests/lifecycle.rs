@@ -25,10 +25,10 @@ use kube::{
 use serde_json::json;
 use vnest_crds::{Phase, VirtualCluster, activity};
 use vnest_tests::{
-    OperatorProcess, TestNamespace, bed, crd,
+    OperatorProcess, bed,
     fixtures::{
-        READY_TIMEOUT, Setup, condition_message, create_virtual_cluster, free_port, patch_spec,
-        ready_virtual_cluster, setup, wait_condition,
+        READY_TIMEOUT, condition_message, create_virtual_cluster, free_port, host_namespace,
+        patch_spec, ready_virtual_cluster, setup, wait_condition,
     },
     wait,
 };
@@ -82,6 +82,14 @@ fn sleeping_reason(vc: &VirtualCluster) -> (String, String) {
         .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Sleeping"))
         .unwrap_or_else(|| panic!("no Sleeping condition: {:?}", vc.status));
     (c.status.clone(), c.reason.clone())
+}
+
+/// Ok once the cluster's `Sleeping` condition is False.
+fn awake(vc: &VirtualCluster) -> Result<(), String> {
+    match sleeping_reason(vc) {
+        (status, _) if status == "False" => Ok(()),
+        other => Err(format!("{other:?}")),
+    }
 }
 
 async fn statefulset_replicas(client: &Client, namespace: &str) -> i32 {
@@ -177,11 +185,7 @@ async fn metric_line(operator: &OperatorProcess, line: &str) {
 /// Pause scales to zero and removes tenant pods but keeps every other object's UID; resume restores the cluster.
 #[tokio::test]
 async fn pausing_scales_to_zero_removes_tenant_pods_keeps_the_rest_and_resume_restores_it() {
-    let Setup {
-        client,
-        ns,
-        operator,
-    } = setup("lc-pause").await;
+    let (client, ns, operator) = setup("lc-pause").await;
     let n = ns.name.as_str();
     ready_virtual_cluster(&client, n, "vc", json!({})).await;
     // What the syncer would have made for the tenant: a workload pod, a Service, a Secret.
@@ -301,11 +305,7 @@ fn kolkata_minute_hour(seconds: i64) -> String {
 #[tokio::test]
 async fn a_sleep_schedule_fires_at_its_minute_despite_fresh_activity_and_the_wake_schedule_ends_it()
 {
-    let Setup {
-        client,
-        ns,
-        operator,
-    } = setup("lc-schedule").await;
+    let (client, ns, operator) = setup("lc-schedule").await;
     let n = ns.name.as_str();
     ready_virtual_cluster(&client, n, "vc", json!({})).await;
     // Scheduled relative to now, once the cluster is Ready: cron has minute resolution, so the
@@ -391,10 +391,7 @@ async fn a_sleep_schedule_fires_at_its_minute_despite_fresh_activity_and_the_wak
         n,
         "awake again at the wake moment",
         Duration::from_secs(120),
-        |vc| match sleeping_reason(vc) {
-            (status, _) if status == "False" => Ok(()),
-            other => Err(format!("{other:?}")),
-        },
+        awake,
     )
     .await;
     let woke_at = transition_of(&woke, "Sleeping");
@@ -416,11 +413,7 @@ async fn a_sleep_schedule_fires_at_its_minute_despite_fresh_activity_and_the_wak
 /// Inactivity measured from the activity Lease puts the cluster to sleep; a renewal wakes it.
 #[tokio::test]
 async fn inactivity_from_the_activity_lease_sleeps_and_a_renewal_wakes_it() {
-    let Setup {
-        client,
-        ns,
-        operator,
-    } = setup("lc-idle").await;
+    let (client, ns, operator) = setup("lc-idle").await;
     let n = ns.name.as_str();
     ready_virtual_cluster(
         &client,
@@ -479,10 +472,7 @@ async fn inactivity_from_the_activity_lease_sleeps_and_a_renewal_wakes_it() {
         n,
         "awake after the renewal",
         Duration::from_secs(10),
-        |vc| match sleeping_reason(vc) {
-            (status, _) if status == "False" => Ok(()),
-            other => Err(format!("{other:?}")),
-        },
+        awake,
     )
     .await;
     assert_eq!(statefulset_replicas(&client, n).await, 1);
@@ -494,11 +484,7 @@ async fn inactivity_from_the_activity_lease_sleeps_and_a_renewal_wakes_it() {
 /// Auto-delete warns with an event first, then deletes the VirtualCluster.
 #[tokio::test]
 async fn auto_delete_after_creation_warns_then_deletes_the_virtual_cluster() {
-    let Setup {
-        client,
-        ns,
-        operator,
-    } = setup("lc-ttl").await;
+    let (client, ns, operator) = setup("lc-ttl").await;
     let n = ns.name.as_str();
     let created = create_virtual_cluster(
         &client,
@@ -568,11 +554,7 @@ async fn auto_delete_after_creation_warns_then_deletes_the_virtual_cluster() {
 /// An unknown time zone is refused naming the field, and nothing changes.
 #[tokio::test]
 async fn an_unknown_time_zone_is_refused_by_field_and_changes_nothing() {
-    let Setup {
-        client,
-        ns,
-        operator: _op,
-    } = setup("lc-invalid").await;
+    let (client, ns, _op) = setup("lc-invalid").await;
     let n = ns.name.as_str();
     ready_virtual_cluster(&client, n, "vc", json!({})).await;
     let statefulsets: Api<StatefulSet> = Api::namespaced(client.clone(), n);
@@ -667,9 +649,7 @@ async fn request_via_wake_endpoint(client: &Client, n: &str, port: u16) -> (Stri
 /// While asleep the Service routes to the wake endpoint; a TLS request there gets 503 + Retry-After and wakes the cluster.
 #[tokio::test]
 async fn while_asleep_the_service_routes_to_the_wake_endpoint_and_a_request_there_wakes_it() {
-    let client = bed().host().await;
-    crd::install(&client).await;
-    let ns = TestNamespace::create(&client, "lc-wake").await;
+    let (client, ns) = host_namespace("lc-wake").await;
     let n = ns.name.as_str();
     let wake_port = free_port();
     // The EndpointSlice must carry a routable address; the test reaches the listener on loopback.
@@ -741,10 +721,7 @@ async fn while_asleep_the_service_routes_to_the_wake_endpoint_and_a_request_ther
         n,
         "awake after the request",
         Duration::from_secs(15),
-        |vc| match sleeping_reason(vc) {
-            (status, _) if status == "False" => Ok(()),
-            other => Err(format!("{other:?}")),
-        },
+        awake,
     )
     .await;
     assert_eq!(statefulset_replicas(&client, n).await, 1);

@@ -6,10 +6,9 @@ use std::{collections::BTreeSet, process::Command, time::Duration};
 
 use serde_json::{Value, json};
 use vnest_tests::{
-    OperatorProcess, TestNamespace, bed,
+    bed,
     bed::{repo_root, run},
-    crd,
-    fixtures::{create_virtual_cluster, free_port, provide_data_volume, wait_condition},
+    fixtures::{free_port, ready_virtual_cluster, setup},
     syncer::{SyncerProcess, SyncerWiring},
     wait,
 };
@@ -139,21 +138,8 @@ fn exposed(text: &str) -> BTreeSet<String> {
 
 /// The operator's and the syncer's series once a VirtualCluster is Ready and synced.
 async fn exported_series() -> BTreeSet<String> {
-    let client = bed().host().await;
-    crd::install(&client).await;
-    let ns = TestNamespace::create(&client, "obs").await;
-    let operator = OperatorProcess::start(bed(), &ns.name, "op-obs", free_port());
-    provide_data_volume(&client, &ns.name, "vc").await;
-    create_virtual_cluster(&client, &ns.name, "vc", json!({})).await;
-    wait_condition(
-        &client,
-        &ns.name,
-        "vc",
-        "Ready",
-        "True",
-        Duration::from_secs(90),
-    )
-    .await;
+    let (client, ns, operator) = setup("obs").await;
+    ready_virtual_cluster(&client, &ns.name, "vc", json!({})).await;
     let mut series = exposed(&operator.metrics().await.expect("operator metrics"));
     let virtual_ns = format!("{}-virtual", ns.name);
     let wiring = SyncerWiring::from_operator(&client, &ns.name, "vc", &virtual_ns).await;

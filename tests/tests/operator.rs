@@ -22,16 +22,17 @@ use k8s_openapi::{
 };
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    api::{ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
 use vnest_crds::{Phase, SyncerConfig, VirtualCluster};
 use vnest_tests::{
-    OperatorProcess, TestNamespace, bed, crd,
+    OperatorProcess, bed,
     fixtures::{
-        READY_TIMEOUT, Setup, condition_message, create_virtual_cluster, free_port, patch_spec,
-        provide_data_volume, ready_virtual_cluster, setup, wait_condition,
+        READY_TIMEOUT, condition_message, create_virtual_cluster, free_port, host_namespace,
+        patch_spec, provide_data_volume, ready_virtual_cluster, setup, wait_condition,
     },
+    tenant::{delete, merge_patch, present},
     wait,
 };
 
@@ -68,11 +69,7 @@ fn all_policies() -> serde_json::Value {
 /// A VirtualCluster becomes every host object the design names and reaches Ready.
 #[tokio::test]
 async fn a_virtual_cluster_becomes_every_host_object_and_reaches_ready() {
-    let Setup {
-        client,
-        ns,
-        operator: _op,
-    } = setup("op-ready").await;
+    let (client, ns, _op) = setup("op-ready").await;
     let n = ns.name.as_str();
     provide_data_volume(&client, n, "vc").await;
     create_virtual_cluster(
@@ -326,11 +323,7 @@ async fn a_virtual_cluster_becomes_every_host_object_and_reaches_ready() {
 /// Turning a policy on adds its objects; turning it off removes them.
 #[tokio::test]
 async fn toggling_policies_adds_and_removes_their_objects() {
-    let Setup {
-        client,
-        ns,
-        operator: _op,
-    } = setup("op-toggle").await;
+    let (client, ns, _op) = setup("op-toggle").await;
     let n = ns.name.as_str();
     ready_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies() })).await;
     let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), n);
@@ -406,11 +399,7 @@ async fn toggling_policies_adds_and_removes_their_objects() {
 /// 443 in the asked-for class, and disabling it deletes the Ingress.
 #[tokio::test]
 async fn enabling_the_ingress_creates_it_and_disabling_removes_it() {
-    let Setup {
-        client,
-        ns,
-        operator: _op,
-    } = setup("op-ingress").await;
+    let (client, ns, _op) = setup("op-ingress").await;
     let n = ns.name.as_str();
     let ingress = json!({ "ingress": {
         "enabled": true, "host": "vc.example.com", "ingressClassName": "nginx",
@@ -471,11 +460,7 @@ async fn enabling_the_ingress_creates_it_and_disabling_removes_it() {
 /// Children deleted or edited by hand are put back without regenerating the CA.
 #[tokio::test]
 async fn deleted_or_edited_children_are_put_back() {
-    let Setup {
-        client,
-        ns,
-        operator: _op,
-    } = setup("op-restore").await;
+    let (client, ns, _op) = setup("op-restore").await;
     let n = ns.name.as_str();
     ready_virtual_cluster(&client, n, "vc", json!({})).await;
     let services: Api<Service> = Api::namespaced(client.clone(), n);
@@ -484,30 +469,10 @@ async fn deleted_or_edited_children_are_put_back() {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), n);
     let ca_before = secret_text(&secrets.get("vc-certs").await.unwrap(), "ca.crt");
 
-    services
-        .delete("vc", &DeleteParams::default())
-        .await
-        .unwrap();
-    roles
-        .patch(
-            "vc-vc",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "rules": [] })),
-        )
-        .await
-        .unwrap();
-    statefulsets
-        .patch(
-            "vc",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "replicas": 3 } })),
-        )
-        .await
-        .unwrap();
-    secrets
-        .delete("vc-vc", &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&services, "vc").await;
+    merge_patch(&roles, "vc-vc", json!({ "rules": [] })).await;
+    merge_patch(&statefulsets, "vc", json!({ "spec": { "replicas": 3 } })).await;
+    delete(&secrets, "vc-vc").await;
     // A removal leaves no field manager of its own behind: only the operator's managedFields
     // entry shrinks, and that alone must bring the label back.
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), n);
@@ -568,11 +533,7 @@ async fn deleted_or_edited_children_are_put_back() {
 /// Deleting a VirtualCluster leaves no object of it on the host.
 #[tokio::test]
 async fn deleting_the_virtual_cluster_leaves_nothing_behind() {
-    let Setup {
-        client,
-        ns,
-        operator: _op,
-    } = setup("op-delete").await;
+    let (client, ns, _op) = setup("op-delete").await;
     let n = ns.name.as_str();
     ready_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies(), "sync": { "fromHost": { "nodes": { "enabled": true } } } })).await;
     // An object the syncer would have made for a tenant pod's ConfigMap.
@@ -586,10 +547,7 @@ async fn deleting_the_virtual_cluster_leaves_nothing_behind() {
         .await
         .unwrap();
 
-    Api::<VirtualCluster>::namespaced(client.clone(), n)
-        .delete("vc", &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&Api::<VirtualCluster>::namespaced(client.clone(), n), "vc").await;
     let vcs: Api<VirtualCluster> = Api::namespaced(client.clone(), n);
     wait::until(
         "the VirtualCluster to be gone",
@@ -669,11 +627,7 @@ async fn deleting_the_virtual_cluster_leaves_nothing_behind() {
 /// A spec the operator cannot apply is reported on that cluster only; the others still reach Ready.
 #[tokio::test]
 async fn a_spec_the_operator_cannot_apply_is_reported_and_does_not_stop_the_others() {
-    let Setup {
-        client,
-        ns,
-        operator: _op,
-    } = setup("op-invalid").await;
+    let (client, ns, _op) = setup("op-invalid").await;
     let n = ns.name.as_str();
     // The schema accepts five fields; the hour 25 only fails when the operator parses it.
     create_virtual_cluster(
@@ -751,70 +705,36 @@ async fn a_spec_the_operator_cannot_apply_is_reported_and_does_not_stop_the_othe
 /// A converged operator makes no API writes while nothing changes.
 #[tokio::test]
 async fn an_idle_resync_writes_nothing() {
-    let Setup {
-        client,
-        ns,
-        operator,
-    } = setup("op-idle").await;
+    let (client, ns, operator) = setup("op-idle").await;
     let n = ns.name.as_str();
     ready_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies() })).await;
     // Let the trailing reconciles (StatefulSet status updates) settle.
-    let settled = wait::until("writes to settle", Duration::from_secs(30), || async {
-        let before = operator.counter("vnest_api_writes_total").await?;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let after = operator.counter("vnest_api_writes_total").await?;
-        if before == after {
-            Ok(after)
-        } else {
-            Err(format!("{before} -> {after}"))
-        }
-    })
-    .await;
+    let settled = operator
+        .settled_writes(Duration::from_secs(2), Duration::from_secs(30))
+        .await;
     let reconciles = operator.counter("vnest_reconcile_total").await.unwrap();
     // Touching the object triggers a reconcile that finds everything as desired.
-    Api::<VirtualCluster>::namespaced(client.clone(), n)
-        .patch(
-            "vc",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "metadata": { "annotations": { "touched": "1" } } })),
-        )
-        .await
-        .unwrap();
-    wait::until(
-        "a reconcile after the touch",
-        Duration::from_secs(30),
-        || async {
-            let now = operator.counter("vnest_reconcile_total").await?;
-            if now > reconciles {
-                Ok(())
-            } else {
-                Err(format!("{now}"))
-            }
-        },
+    merge_patch(
+        &Api::<VirtualCluster>::namespaced(client.clone(), n),
+        "vc",
+        json!({ "metadata": { "annotations": { "touched": "1" } } }),
     )
     .await;
-    wait::holds(
-        "no writes after the idle reconcile",
-        Duration::from_secs(3),
-        || async {
-            let writes = operator.counter("vnest_api_writes_total").await?;
-            (writes == settled)
-                .then_some(())
-                .ok_or(format!("an idle reconcile wrote: {settled} -> {writes}"))
-        },
-    )
-    .await;
+    // A reconcile after the touch.
+    operator
+        .reconciled(reconciles + 1.0, Duration::from_secs(30))
+        .await;
+    // No writes after the idle reconcile.
+    operator
+        .writes_stay_at(settled, Duration::from_secs(3))
+        .await;
     ns.delete(&client).await;
 }
 
 /// Of two operators only the lease holder writes; the other takes over when it stops.
 #[tokio::test]
 async fn two_operators_share_the_work_through_one_lease() {
-    let Setup {
-        client,
-        ns,
-        operator: mut first,
-    } = setup("op-leader").await;
+    let (client, ns, mut first) = setup("op-leader").await;
     let n = ns.name.as_str();
     let leases: Api<Lease> = Api::namespaced(client.clone(), n);
     let holder = || async {
@@ -851,20 +771,11 @@ async fn two_operators_share_the_work_through_one_lease() {
     })
     .await;
     let services: Api<Service> = Api::namespaced(client.clone(), n);
-    services
-        .delete("vc", &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&services, "vc").await;
     wait::until(
         "the new leader restores the Service",
         Duration::from_secs(60),
-        || async {
-            services
-                .get_opt("vc")
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| "missing".to_string())
-        },
+        || present(&services, "vc"),
     )
     .await;
     drop(second);
@@ -875,9 +786,7 @@ async fn two_operators_share_the_work_through_one_lease() {
 /// looks an hour stale, yet the operator must wait until the lease stops changing, then lead.
 #[tokio::test]
 async fn a_skewed_clock_holder_keeps_the_lease_while_it_renews_and_loses_it_when_it_stops() {
-    let client = bed().host().await;
-    crd::install(&client).await;
-    let ns = TestNamespace::create(&client, "op-skew").await;
+    let (client, ns) = host_namespace("op-skew").await;
     let n = ns.name.as_str();
     let leases: Api<Lease> = Api::namespaced(client.clone(), n);
     let skewed_spec = || {
@@ -982,11 +891,7 @@ async fn a_skewed_clock_holder_keeps_the_lease_while_it_renews_and_loses_it_when
 /// An operator killed inside a reconcile (children written, status not) converges after a restart.
 #[tokio::test]
 async fn an_operator_restarted_mid_reconcile_converges() {
-    let Setup {
-        client,
-        ns,
-        operator: mut first,
-    } = setup("op-restart").await;
+    let (client, ns, mut first) = setup("op-restart").await;
     let n = ns.name.as_str();
     provide_data_volume(&client, n, "vc").await;
     wait::until(
@@ -1039,66 +944,26 @@ async fn an_operator_restarted_mid_reconcile_converges() {
 /// A restarted operator resyncs every VirtualCluster with zero writes.
 #[tokio::test]
 async fn a_restarted_operator_finds_nothing_to_write() {
-    let Setup {
-        client,
-        ns,
-        operator: mut first,
-    } = setup("op-resync").await;
+    let (client, ns, mut first) = setup("op-resync").await;
     let n = ns.name.as_str();
     ready_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies() })).await;
-    wait::until("writes to settle", Duration::from_secs(30), || async {
-        let before = first.counter("vnest_api_writes_total").await?;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let after = first.counter("vnest_api_writes_total").await?;
-        if before == after {
-            Ok(())
-        } else {
-            Err(format!("{before} -> {after}"))
-        }
-    })
-    .await;
+    first
+        .settled_writes(Duration::from_secs(2), Duration::from_secs(30))
+        .await;
     first.kill();
 
     // A new process starts with empty caches and reconciles everything once.
     let second = OperatorProcess::start(bed(), n, "op-b", free_port());
-    wait::until(
-        "the new operator reconciled",
-        Duration::from_secs(60),
-        || async {
-            let done = second.counter("vnest_reconcile_total").await?;
-            if done >= 1.0 {
-                Ok(())
-            } else {
-                Err(format!("{done}"))
-            }
-        },
-    )
-    .await;
-    wait::holds(
-        "no writes from the restarted operator",
-        Duration::from_secs(3),
-        || async {
-            let metrics = second.metrics().await?;
-            let writes: Vec<&str> = metrics
-                .lines()
-                .filter(|l| l.starts_with("vnest_api_writes_total{"))
-                .collect();
-            writes
-                .is_empty()
-                .then_some(())
-                .ok_or(format!("a resync wrote: {writes:?}"))
-        },
-    )
-    .await;
+    second.reconciled(1.0, Duration::from_secs(60)).await;
+    // No writes from the restarted operator.
+    second.writes_stay_at(0.0, Duration::from_secs(3)).await;
     ns.delete(&client).await;
 }
 
 /// An operator with `--selector` reconciles only the VirtualClusters it matches.
 #[tokio::test]
 async fn an_operator_with_a_selector_reconciles_only_matching_virtual_clusters() {
-    let client = bed().host().await;
-    crd::install(&client).await;
-    let ns = TestNamespace::create(&client, "op-shard").await;
+    let (client, ns) = host_namespace("op-shard").await;
     let n = ns.name.as_str();
     let _operator = OperatorProcess::start_with_args(
         bed(),

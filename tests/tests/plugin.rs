@@ -15,10 +15,9 @@ use kube::{Api, config::Kubeconfig};
 use serde_json::json;
 use vnest_crds::VirtualCluster;
 use vnest_tests::{
-    OperatorProcess, TestNamespace, bed,
+    TestNamespace, bed,
     bed::{service_account_kubeconfig, workspace_binary},
-    crd,
-    fixtures::{create_virtual_cluster, free_port, provide_data_volume, wait_condition},
+    fixtures::{create_virtual_cluster, free_port, host_namespace, ready_virtual_cluster, setup},
     syncer::{SyncerProcess, SyncerWiring},
     wait,
 };
@@ -65,21 +64,8 @@ async fn paused(api: &Api<VirtualCluster>, name: &str) -> bool {
 /// `kubectl vnest` lists, connects to, pauses and resumes virtual clusters through real kubectl.
 #[tokio::test]
 async fn plugin_lists_connects_pauses_and_resumes() {
-    let client = bed().host().await;
-    crd::install(&client).await;
-    let ns = TestNamespace::create(&client, "plugin").await;
-    let _operator = OperatorProcess::start(bed(), &ns.name, "op-plugin", free_port());
-    provide_data_volume(&client, &ns.name, "dev").await;
-    create_virtual_cluster(&client, &ns.name, "dev", json!({})).await;
-    wait_condition(
-        &client,
-        &ns.name,
-        "dev",
-        "Ready",
-        "True",
-        Duration::from_secs(90),
-    )
-    .await;
+    let (client, ns, _operator) = setup("plugin").await;
+    ready_virtual_cluster(&client, &ns.name, "dev", json!({})).await;
     let host = bed().host_kubeconfig();
 
     let table = kubectl_vnest(&host, &["list", "-n", &ns.name]).unwrap();
@@ -150,9 +136,7 @@ async fn plugin_lists_connects_pauses_and_resumes() {
 /// `kubectl vnest` errors name what is missing and how to fix it.
 #[tokio::test]
 async fn plugin_errors_say_what_is_missing() {
-    let client = bed().host().await;
-    crd::install(&client).await;
-    let ns = TestNamespace::create(&client, "plugin-err").await;
+    let (client, ns) = host_namespace("plugin-err").await;
     let host = bed().host_kubeconfig();
 
     let err = kubectl_vnest(&host, &["kubeconfig", "nope", "-n", &ns.name]).unwrap_err();
@@ -181,21 +165,8 @@ async fn plugin_errors_say_what_is_missing() {
 /// the tenant drives the virtual cluster through it.
 #[tokio::test]
 async fn connect_port_forwards_to_the_proxy_of_the_virtual_cluster_pod() {
-    let client = bed().host().await;
-    crd::install(&client).await;
-    let ns = TestNamespace::create(&client, "plugin-pf").await;
-    let _operator = OperatorProcess::start(bed(), &ns.name, "op-plugin-pf", free_port());
-    provide_data_volume(&client, &ns.name, "pf").await;
-    create_virtual_cluster(&client, &ns.name, "pf", json!({})).await;
-    wait_condition(
-        &client,
-        &ns.name,
-        "pf",
-        "Ready",
-        "True",
-        Duration::from_secs(90),
-    )
-    .await;
+    let (client, ns, _operator) = setup("plugin-pf").await;
+    ready_virtual_cluster(&client, &ns.name, "pf", json!({})).await;
     let virt = bed().virtual_cluster().await;
     let vns = TestNamespace::create(&virt, "plugin-pf").await;
     let wiring = SyncerWiring::from_operator(&client, &ns.name, "pf", &vns.name).await;

@@ -22,8 +22,10 @@ use vnest_crds::VirtualClusterPolicy;
 use vnest_tests::{
     OperatorProcess, TestNamespace, bed, crd,
     fixtures::{
-        condition_message, create_virtual_cluster, free_port, spec_refusal, wait_condition,
+        condition_message, create_virtual_cluster, free_port, host_namespace, spec_refusal,
+        wait_condition,
     },
+    tenant::{delete, merge_patch},
     wait,
 };
 
@@ -41,9 +43,7 @@ impl Governed {
     /// A labelled namespace, the policies `specs` (name suffix, spec without the selector)
     /// selecting it, and only then an operator for it: its first look already sees them.
     async fn start(prefix: &str, specs: &[(&str, Value)]) -> Self {
-        let client = bed().host().await;
-        crd::install(&client).await;
-        let ns = TestNamespace::create(&client, prefix).await;
+        let (client, ns) = host_namespace(prefix).await;
         Api::<Namespace>::all(client.clone())
             .patch(
                 &ns.name,
@@ -254,10 +254,7 @@ async fn overlapping_policies_refuse_naming_both_until_one_goes() {
     );
 
     // Deleting one is a policy change: the VirtualCluster is looked at again and accepted.
-    g.policies()
-        .delete(&format!("{n}-second"), &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&g.policies(), &format!("{n}-second")).await;
     wait_condition(&g.client, n, "torn", "SpecValid", "True", TIMEOUT).await;
     g.teardown().await;
 }
@@ -272,14 +269,12 @@ async fn a_policy_edit_re_reconciles_the_virtual_clusters_it_governs() {
 
     // The admins narrow the policy: the VirtualCluster (k3s by default) no longer fits.
     let policy = format!("{n}-edited");
-    g.policies()
-        .patch(
-            &policy,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "allowedDistros": ["k8s"] } })),
-        )
-        .await
-        .unwrap();
+    merge_patch(
+        &g.policies(),
+        &policy,
+        json!({ "spec": { "allowedDistros": ["k8s"] } }),
+    )
+    .await;
     let message = spec_refusal(&g.client, n, "edited").await;
     assert!(
         message.contains("k3s is not an allowed distro")
@@ -288,14 +283,12 @@ async fn a_policy_edit_re_reconciles_the_virtual_clusters_it_governs() {
     );
 
     // And widened again: accepted again, without touching the VirtualCluster.
-    g.policies()
-        .patch(
-            &policy,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "allowedDistros": ["k3s", "k8s"] } })),
-        )
-        .await
-        .unwrap();
+    merge_patch(
+        &g.policies(),
+        &policy,
+        json!({ "spec": { "allowedDistros": ["k3s", "k8s"] } }),
+    )
+    .await;
     wait_condition(&g.client, n, "edited", "SpecValid", "True", TIMEOUT).await;
     g.teardown().await;
 }

@@ -21,55 +21,19 @@ use vnest_tests::{
     bed::workspace_binary,
     fixtures::{self, create_virtual_cluster, patch_spec, wait_condition},
     node::{
-        all_containers_ready, delete_data_volume, local_image, real_node,
-        tenant_kubeconfig_through_service, tenant_kubectl as tenant,
+        START, all_containers_ready, delete_data_volume, echo_workload, ready_tenant_kubeconfig,
+        real_node, tenant_kubectl as tenant,
     },
+    tenant::present,
     wait,
 };
 
 const VC: &str = "vc";
-/// Cold start of the control-plane pod on a busy 2-core machine, with margin.
-const START: Duration = Duration::from_secs(180);
 const CONVERGE: Duration = Duration::from_secs(90);
 
-/// The tenant's workload: a Deployment of two vnest-echo pods on the real node that pass the
-/// `restricted` Pod Security Standard, and a Service in front of them.
+/// The tenant's workload: [`echo_workload`] as one manifest.
 fn workload(placement: &serde_json::Value) -> String {
-    let image = local_image("vnest-echo");
-    let doc = json!({
-        "apiVersion": "v1", "kind": "List", "items": [
-            {
-                "apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": { "name": "echo", "namespace": "default" },
-                "spec": {
-                    "replicas": 2,
-                    "selector": { "matchLabels": { "app": "echo" } },
-                    "template": {
-                        "metadata": { "labels": { "app": "echo" } },
-                        "spec": {
-                            "nodeSelector": placement["nodeSelector"],
-                            "tolerations": placement["tolerations"],
-                            "terminationGracePeriodSeconds": 2,
-                            "securityContext": { "runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": { "type": "RuntimeDefault" } },
-                            "containers": [{
-                                "name": "echo", "image": image, "imagePullPolicy": "Never",
-                                "args": ["serve", ":8080"],
-                                "ports": [{ "containerPort": 8080 }],
-                                "readinessProbe": { "httpGet": { "path": "/ready", "port": 8080 }, "periodSeconds": 2 },
-                                "securityContext": { "allowPrivilegeEscalation": false, "capabilities": { "drop": ["ALL"] } },
-                            }],
-                        },
-                    },
-                },
-            },
-            {
-                "apiVersion": "v1", "kind": "Service",
-                "metadata": { "name": "echo", "namespace": "default" },
-                "spec": { "selector": { "app": "echo" }, "ports": [{ "port": 80, "targetPort": 8080 }] },
-            },
-        ]
-    });
-    serde_json::to_string(&doc).unwrap()
+    json!({ "apiVersion": "v1", "kind": "List", "items": echo_workload(placement) }).to_string()
 }
 
 /// Apply → every container of `vc-0` Running and ready on the real node → `Ready` → the tenant's
@@ -81,26 +45,14 @@ fn workload(placement: &serde_json::Value) -> String {
 #[tokio::test]
 async fn a_k8s_virtual_cluster_runs_for_real_from_apply_to_delete() {
     let node = real_node();
-    let fixtures::Setup {
-        client,
-        ns,
-        operator: _operator,
-    } = fixtures::setup("real").await;
+    let (client, ns, _operator) = fixtures::setup("real").await;
     let volume = node.provide_data_volume(&client, &ns.name, VC).await;
     let placement = node.placement();
-    create_virtual_cluster(
-        &client,
-        &ns.name,
-        VC,
-        json!({
-            "controlPlane": {
-                "distro": { "k8s": { "enabled": true } },
-                "statefulSet": { "scheduling": placement, "persistence": { "size": "1Gi" } },
-            },
-            "policies": { "podSecurityStandard": "restricted" },
-        }),
-    )
-    .await;
+    let spec = json!({
+        "controlPlane": node.control_plane(),
+        "policies": { "podSecurityStandard": "restricted" },
+    });
+    create_virtual_cluster(&client, &ns.name, VC, spec).await;
 
     // The control plane runs for real: every container Running and ready on the real node.
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
@@ -122,11 +74,7 @@ async fn a_k8s_virtual_cluster_runs_for_real_from_apply_to_delete() {
     wait_condition(&client, &ns.name, VC, "Ready", "True", CONVERGE).await;
 
     // The tenant's kubeconfig, through the host Service (kube-proxy → the syncer's proxy).
-    let kubeconfig = tenant_kubeconfig_through_service(&client, &ns.name, VC).await;
-    wait::until("the tenant API through the Service", CONVERGE, || async {
-        tenant(&kubeconfig, &["get", "--raw", "/readyz"])
-    })
-    .await;
+    let kubeconfig = ready_tenant_kubeconfig(&client, &ns.name, VC, CONVERGE).await;
 
     // ... and through `kubectl vnest connect --port-forward` (host API server → kubelet →
     // containerd's port-forward into the pod).
@@ -237,13 +185,7 @@ async fn a_k8s_virtual_cluster_runs_for_real_from_apply_to_delete() {
     wait::until(
         "ConfigMap unused on the host after the sync edit",
         START,
-        || async {
-            host_configmaps
-                .get_opt("unused-x-default-x-vc")
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| "not there yet".to_string())
-        },
+        || present(&host_configmaps, "unused-x-default-x-vc"),
     )
     .await;
 

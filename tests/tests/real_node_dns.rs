@@ -12,11 +12,10 @@ use serde_json::json;
 use vnest_crds::VirtualCluster;
 use vnest_tests::{
     bed,
-    bed::{TestNamespace, repo_root},
-    crd,
-    fixtures::{create_virtual_cluster, free_port, wait_condition},
+    bed::repo_root,
+    fixtures::{create_virtual_cluster, free_port, host_namespace, wait_condition},
     node::{
-        RealNode, all_containers_ready, delete_data_volume, local_image,
+        RealNode, START, all_containers_ready, delete_data_volume, echo_workload, local_image,
         tenant_kubeconfig_through_service, tenant_kubectl as tenant,
     },
     operator::OperatorProcess,
@@ -26,8 +25,6 @@ use vnest_tests::{
 const VC: &str = "vc";
 /// Not `cluster.local`: the search path and the DNS server follow the spec.
 const DOMAIN: &str = "tenant.test";
-/// Cold start of the control-plane pod on a busy 2-core machine, with margin.
-const START: Duration = Duration::from_secs(180);
 const CONVERGE: Duration = Duration::from_secs(120);
 
 /// This workspace's syncer, imported under a tag of its own: the shared tag is re-imported by
@@ -138,45 +135,13 @@ fn host_objects(ns: &str, placement: &serde_json::Value) -> String {
 /// Two vnest-echo pods on the real node behind Service `echo` and headless Service
 /// `echo-headless`, in virtual namespace `default`.
 fn workload(placement: &serde_json::Value) -> String {
-    let doc = json!({
-        "apiVersion": "v1", "kind": "List", "items": [
-            {
-                "apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": { "name": "echo", "namespace": "default" },
-                "spec": {
-                    "replicas": 2,
-                    "selector": { "matchLabels": { "app": "echo" } },
-                    "template": {
-                        "metadata": { "labels": { "app": "echo" } },
-                        "spec": {
-                            "nodeSelector": placement["nodeSelector"],
-                            "tolerations": placement["tolerations"],
-                            "terminationGracePeriodSeconds": 2,
-                            "securityContext": { "runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": { "type": "RuntimeDefault" } },
-                            "containers": [{
-                                "name": "echo", "image": local_image("vnest-echo"), "imagePullPolicy": "Never",
-                                "args": ["serve", ":8080"],
-                                "ports": [{ "containerPort": 8080 }],
-                                "readinessProbe": { "httpGet": { "path": "/ready", "port": 8080 }, "periodSeconds": 2 },
-                                "securityContext": { "allowPrivilegeEscalation": false, "capabilities": { "drop": ["ALL"] } },
-                            }],
-                        },
-                    },
-                },
-            },
-            {
-                "apiVersion": "v1", "kind": "Service",
-                "metadata": { "name": "echo", "namespace": "default" },
-                "spec": { "selector": { "app": "echo" }, "ports": [{ "port": 80, "targetPort": 8080 }] },
-            },
-            {
-                "apiVersion": "v1", "kind": "Service",
-                "metadata": { "name": "echo-headless", "namespace": "default" },
-                "spec": { "clusterIP": "None", "selector": { "app": "echo" }, "ports": [{ "port": 8080 }] },
-            },
-        ]
-    });
-    serde_json::to_string(&doc).unwrap()
+    let mut items = echo_workload(placement);
+    items.push(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": { "name": "echo-headless", "namespace": "default" },
+        "spec": { "clusterIP": "None", "selector": { "app": "echo" }, "ports": [{ "port": 8080 }] },
+    }));
+    json!({ "apiVersion": "v1", "kind": "List", "items": items }).to_string()
 }
 
 /// A VirtualCluster (distro k8s, cluster domain `tenant.test`) on the real node gets its CoreDNS
@@ -199,9 +164,7 @@ async fn tenant_pods_resolve_virtual_services_and_only_the_mapped_host_names() {
         "the bed has no real node: {}",
         node.name
     );
-    let client = bed().host().await;
-    crd::install(&client).await;
-    let ns = TestNamespace::create(&client, "dns").await;
+    let (client, ns) = host_namespace("dns").await;
     let syncer_image = private_syncer_image();
     let placement = node.placement();
     // The host's DNS server and the host Service an entry maps, before the virtual cluster.
@@ -231,12 +194,10 @@ async fn tenant_pods_resolve_virtual_services_and_only_the_mapped_host_names() {
         ],
     );
     node.provide_data_volume(&client, &ns.name, VC).await;
+    let mut control_plane = node.control_plane();
+    control_plane["coredns"] = json!({ "deployment": placement });
     let spec = json!({
-        "controlPlane": {
-            "distro": { "k8s": { "enabled": true } },
-            "statefulSet": { "scheduling": placement, "persistence": { "size": "1Gi" } },
-            "coredns": { "deployment": placement },
-        },
+        "controlPlane": control_plane,
         "networking": {
             "advanced": { "clusterDomain": DOMAIN },
             "resolveDNS": [

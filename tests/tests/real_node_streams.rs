@@ -19,15 +19,13 @@ use vnest_tests::{
     bed,
     fixtures::{self, create_virtual_cluster, wait_condition},
     node::{
-        all_containers_ready, delete_data_volume, local_image, real_node,
-        tenant_kubeconfig_through_service, tenant_kubectl as tenant,
+        START, all_containers_ready, delete_virtual_cluster, echo_pod_spec,
+        ready_tenant_kubeconfig, real_node, tenant_kubectl as tenant,
     },
     wait,
 };
 
 const VC: &str = "vc";
-/// Cold start of the control-plane pod on a busy 2-core machine, with margin.
-const START: Duration = Duration::from_secs(180);
 const CONVERGE: Duration = Duration::from_secs(90);
 /// What the tenant's policy answers when it refuses an exec.
 const POLICY_MESSAGE: &str = "no exec into production pods";
@@ -80,18 +78,7 @@ fn echo_pod(name: &str, placement: &Value) -> String {
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": { "name": name, "namespace": "default" },
-        "spec": {
-            "nodeSelector": placement["nodeSelector"],
-            "tolerations": placement["tolerations"],
-            "terminationGracePeriodSeconds": 2,
-            "securityContext": { "runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": { "type": "RuntimeDefault" } },
-            "containers": [{
-                "name": "echo", "image": local_image("vnest-echo"), "imagePullPolicy": "Never",
-                "args": ["serve", ":8080"],
-                "readinessProbe": { "httpGet": { "path": "/ready", "port": 8080 }, "periodSeconds": 2 },
-                "securityContext": { "allowPrivilegeEscalation": false, "capabilities": { "drop": ["ALL"] } },
-            }],
-        },
+        "spec": echo_pod_spec(placement),
     })
     .to_string()
 }
@@ -157,35 +144,20 @@ fn http_get(port: u16, path: &str) -> Result<String, String> {
 #[tokio::test]
 async fn pod_streams_pass_the_virtual_clusters_admission() {
     let node = real_node();
-    let fixtures::Setup {
-        client,
-        ns,
-        operator: _operator,
-    } = fixtures::setup("streams").await;
+    let (client, ns, _operator) = fixtures::setup("streams").await;
     node.provide_data_volume(&client, &ns.name, VC).await;
     let placement = node.placement();
-    create_virtual_cluster(
-        &client,
-        &ns.name,
-        VC,
-        json!({
-            "controlPlane": {
-                "distro": { "k8s": { "enabled": true } },
-                "statefulSet": { "scheduling": placement, "persistence": { "size": "1Gi" } },
-                "coredns": { "enabled": false },
-            },
-            "policies": { "podSecurityStandard": "restricted" },
-        }),
-    )
-    .await;
+    let mut control_plane = node.control_plane();
+    control_plane["coredns"] = json!({ "enabled": false });
+    let spec = json!({
+        "controlPlane": control_plane,
+        "policies": { "podSecurityStandard": "restricted" },
+    });
+    create_virtual_cluster(&client, &ns.name, VC, spec).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
     all_containers_ready(&pods, "vc-0", &node.name, START).await;
     wait_condition(&client, &ns.name, VC, "Ready", "True", CONVERGE).await;
-    let kubeconfig = tenant_kubeconfig_through_service(&client, &ns.name, VC).await;
-    wait::until("the tenant API through the Service", CONVERGE, || async {
-        tenant(&kubeconfig, &["get", "--raw", "/readyz"])
-    })
-    .await;
+    let kubeconfig = ready_tenant_kubeconfig(&client, &ns.name, VC, CONVERGE).await;
 
     for name in ["prod-0", "dev-0"] {
         let manifest = std::env::temp_dir().join(format!("vnest-streams-{}-{name}.json", ns.name));
@@ -276,10 +248,6 @@ async fn pod_streams_pass_the_virtual_clusters_admission() {
     // ... while another pod still execs.
     exec_get(&kubeconfig, "dev-0", "/exec-beside-the-policy").unwrap();
 
-    Api::<vnest_crds::VirtualCluster>::namespaced(client.clone(), &ns.name)
-        .delete(VC, &Default::default())
-        .await
-        .unwrap();
-    delete_data_volume(&client, &ns.name, VC).await;
+    delete_virtual_cluster(&client, &ns.name, VC).await;
     ns.delete(&client).await;
 }

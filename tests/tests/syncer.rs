@@ -19,9 +19,10 @@ use vnest_crds::meta::{
     ANNOTATION_OBJECT_UID, LABEL_SYNCER_MANAGED_BY, LABEL_SYNCER_NAMESPACE,
 };
 use vnest_tests::tenant::{
-    TIMEOUT, Tenant as Setup, VC, absent, phase, present, setup, virtual_whoami, warning_about,
+    TIMEOUT, Tenant as Setup, VC, absent, delete, phase, present, setup, virtual_whoami,
+    warning_about,
 };
-use vnest_tests::{bed, wait};
+use vnest_tests::{SyncerProcess, bed, wait};
 
 fn pod(name: &str, labels: Value, spec: Value) -> Value {
     json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": name, "labels": labels }, "spec": spec })
@@ -214,10 +215,7 @@ async fn tenant_workloads_run_on_the_host_and_report_back() {
 
     // A host copy deleted by hand comes back.
     let before = host_cms.get(&s.host_name("settings")).await.unwrap().uid();
-    host_cms
-        .delete(&s.host_name("settings"), &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&host_cms, &s.host_name("settings")).await;
     wait::until("settings recreated", TIMEOUT, || async {
         let cm = present(&host_cms, s.host_name("settings")).await?;
         (cm.uid() != before)
@@ -227,19 +225,13 @@ async fn tenant_workloads_run_on_the_host_and_report_back() {
     .await;
 
     // A host pod that ends takes its virtual pod with it (vCluster behaviour) ...
-    host_pods
-        .delete(&s.host_name("web-0"), &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&host_pods, &s.host_name("web-0")).await;
     wait::until("virtual web-0 deleted", TIMEOUT, || {
         absent(&virt_pods, "web-0")
     })
     .await;
     // ... and a deleted virtual pod removes its host copy.
-    virt_pods
-        .delete("web-1", &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&virt_pods, "web-1").await;
     wait::until("host web-1 deleted", TIMEOUT, || {
         absent(&host_pods, s.host_name("web-1"))
     })
@@ -289,14 +281,8 @@ async fn objects_changed_while_the_syncer_is_down_converge_on_restart() {
         .delete("gone", &DeleteParams::default().grace_period(0))
         .await
         .unwrap();
-    virt_cms
-        .delete("gone-cm", &DeleteParams::default())
-        .await
-        .unwrap();
-    virt_cms
-        .delete("conf", &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&virt_cms, "gone-cm").await;
+    delete(&virt_cms, "conf").await;
     let new_conf = s.create::<ConfigMap>(configmap("conf", "new")).await;
 
     let _syncer = s.start_syncer();
@@ -398,11 +384,8 @@ async fn a_syncer_killed_mid_burst_ends_with_one_host_pod_per_virtual_pod() {
 /// Pod security refusals leave the pod Pending with an event; names at the 63-character edge sync.
 #[tokio::test]
 async fn pod_security_refusals_and_names_at_the_63_character_edge() {
-    let s = setup(
-        "sy-edge",
-        json!({ "policies": { "podSecurityStandard": "baseline" } }),
-    )
-    .await;
+    let spec = json!({ "policies": { "podSecurityStandard": "baseline" } });
+    let s = setup("sy-edge", spec).await;
     let _syncer = s.start_syncer();
     let plain = json!({ "containers": [{ "name": "app", "image": "nginx" }] });
 
@@ -455,6 +438,17 @@ async fn pod_security_refusals_and_names_at_the_63_character_edge() {
     assert_eq!(refused.spec.unwrap().node_name, None);
     assert!(absent(&host_pods, s.host_name("hostnet")).await.is_ok());
     s.teardown().await;
+}
+
+/// A tenant with its syncer running and virtual pod `name` (one nginx container) Running on
+/// the host.
+async fn with_running_pod(prefix: &str, name: &str) -> (Setup, SyncerProcess) {
+    let s = setup(prefix, json!({})).await;
+    let syncer = s.start_syncer();
+    let spec = json!({ "containers": [{ "name": "app", "image": "nginx" }] });
+    s.create::<Pod>(pod(name, json!({}), spec)).await;
+    running_on_the_host(&s, name).await;
+    (s, syncer)
 }
 
 /// Waits until `name`'s host pod is Running (KWOK ran it) and its virtual pod reports it.
@@ -632,12 +626,8 @@ async fn the_tenant_kubeconfig_drives_the_virtual_cluster_through_the_proxy() {
 /// server answers the host API server), after the virtual cluster authorized the caller.
 #[tokio::test]
 async fn logs_and_exec_of_a_virtual_pod_come_from_its_host_pod() {
-    let s = setup("px-exec", json!({})).await;
-    let syncer = s.start_syncer();
+    let (s, syncer) = with_running_pod("px-exec", "shell").await;
     let vns = s.vns.name.clone();
-    let spec = json!({ "containers": [{ "name": "app", "image": "nginx" }] });
-    s.create::<Pod>(pod("shell", json!({}), spec)).await;
-    running_on_the_host(&s, "shell").await;
 
     let logs = wait::until("kubectl logs through the proxy", TIMEOUT, || async {
         syncer.tenant_kubectl(&["-n", &vns, "logs", "shell"])
@@ -673,12 +663,8 @@ async fn logs_and_exec_of_a_virtual_pod_come_from_its_host_pod() {
 /// another CA are refused, and `--as` with a certificate is refused with the reason.
 #[tokio::test]
 async fn the_proxy_keeps_each_callers_own_rights() {
-    let s = setup("px-auth", json!({})).await;
-    let syncer = s.start_syncer();
+    let (s, syncer) = with_running_pod("px-auth", "app").await;
     let vns = s.vns.name.clone();
-    let spec = json!({ "containers": [{ "name": "app", "image": "nginx" }] });
-    s.create::<Pod>(pod("app", json!({}), spec)).await;
-    running_on_the_host(&s, "app").await;
 
     let virtual_kubectl = |args: &[&str]| bed().kubectl_with(&bed().virtual_kubeconfig(), args);
     virtual_kubectl(&["-n", &vns, "create", "serviceaccount", "reader"]).unwrap();

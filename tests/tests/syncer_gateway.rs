@@ -9,10 +9,12 @@ use std::process::Command;
 
 use kube::{
     Api,
-    api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
+    api::{ApiResource, DynamicObject, PostParams},
 };
 use serde_json::{Value, json};
-use vnest_tests::tenant::{TIMEOUT, Tenant, absent, present, setup, warning_about};
+use vnest_tests::tenant::{
+    TIMEOUT, Tenant, absent, delete, merge_patch_status, present, setup, warning_about,
+};
 use vnest_tests::{bed::repo_root, wait};
 
 fn resource(kind: &str, plural: &str) -> ApiResource {
@@ -160,14 +162,7 @@ async fn gateway_api_objects_round_trip() {
         "conditions": [{ "type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
                          "lastTransitionTime": "2026-01-01T00:00:00Z" }],
     }] } });
-    host_api(&s, &http)
-        .patch_status(
-            &s.host_name("shop"),
-            &PatchParams::default(),
-            &Patch::Merge(status),
-        )
-        .await
-        .unwrap();
+    merge_patch_status(&host_api(&s, &http), &s.host_name("shop"), status).await;
     wait::until("route status back", TIMEOUT, || async {
         let v = present(&virt_api(&s, &http), "shop").await?;
         let parent = &v.data["status"]["parents"][0];
@@ -179,17 +174,11 @@ async fn gateway_api_objects_round_trip() {
     })
     .await;
 
-    virt_api(&s, &http)
-        .delete("shop", &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&virt_api(&s, &http), "shop").await;
     wait::until("host route gone", TIMEOUT, || async {
         absent(&host_api(&s, &http), s.host_name("shop")).await
     })
     .await;
-    host_classes
-        .delete(&class_name, &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&host_classes, &class_name).await;
     s.teardown().await;
 }

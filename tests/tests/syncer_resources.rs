@@ -14,7 +14,7 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api,
-    api::{DeleteParams, Patch, PatchParams, PostParams},
+    api::{Patch, PatchParams, PostParams},
 };
 use serde_json::json;
 use vnest_crds::{
@@ -22,7 +22,10 @@ use vnest_crds::{
     meta::{LABEL_FROM_HOST, LABEL_SYNCER_MANAGED_BY, SYNCER_CONFIG_KEY},
     translate::host_cluster_name,
 };
-use vnest_tests::tenant::{TIMEOUT, Tenant, VC, absent, present, setup, warning_about};
+use vnest_tests::tenant::{
+    TIMEOUT, Tenant, VC, absent, delete, merge_patch, merge_patch_status, present, setup,
+    syncing_to_host, warning_about,
+};
 use vnest_tests::{TestNamespace, fixtures::patch_spec, syncer::SyncerWiring, wait};
 
 /// The seed's two pod examples on the bed: the tenant's `app` label arrives prefixed, no
@@ -72,14 +75,12 @@ async fn pods_arrive_on_the_host_patched() {
     assert_eq!(virt.metadata.labels.unwrap()["app"], "web");
 
     // Labels follow after creation, patched again.
-    s.virt_api::<Pod>()
-        .patch(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "metadata": { "labels": { "app": "web2" } } })),
-        )
-        .await
-        .unwrap();
+    merge_patch(
+        &s.virt_api::<Pod>(),
+        "web",
+        json!({ "metadata": { "labels": { "app": "web2" } } }),
+    )
+    .await;
     wait::until("patched label update", TIMEOUT, || async {
         let p = present(&host_pods, s.host_name("web")).await?;
         let app = p.metadata.labels.unwrap_or_default().remove("app");
@@ -212,22 +213,13 @@ async fn replicated_services_follow_their_sources_both_ways() {
 
     // Both follow their sources.
     let two_ports = json!({ "spec": { "ports": [{ "name": "pg", "port": 5432 }, { "name": "admin", "port": 5433 }] } });
-    shared
-        .patch(
-            "shared-db",
-            &PatchParams::default(),
-            &Patch::Merge(two_ports),
-        )
-        .await
-        .unwrap();
-    virt_services
-        .patch(
-            "api",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "ports": [{ "port": 81, "targetPort": 8080 }] } })),
-        )
-        .await
-        .unwrap();
+    merge_patch(&shared, "shared-db", two_ports).await;
+    merge_patch(
+        &virt_services,
+        "api",
+        json!({ "spec": { "ports": [{ "port": 81, "targetPort": 8080 }] } }),
+    )
+    .await;
     wait::until("virtual replica with both ports", TIMEOUT, || async {
         let db = present(&virt_services, "db").await?;
         (ports_of(&db).len() == 2)
@@ -268,10 +260,7 @@ async fn replicated_services_follow_their_sources_both_ways() {
     .await;
 
     // The replica goes with its source and comes back with it.
-    shared
-        .delete("shared-db", &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&shared, "shared-db").await;
     wait::until("virtual replica gone with its source", TIMEOUT, || async {
         absent(&virt_services, "db").await
     })
@@ -317,11 +306,7 @@ async fn replicated_services_follow_their_sources_both_ways() {
 /// VirtualCluster deletes the copies left.
 #[tokio::test]
 async fn tenant_priority_classes_reach_the_host_and_pods_use_them() {
-    let s = setup(
-        "res-prio",
-        json!({ "sync": { "toHost": { "priorityclasses": { "enabled": true } } } }),
-    )
-    .await;
+    let s = setup("res-prio", syncing_to_host("priorityclasses")).await;
     let syncer = s.start_syncer();
     // The bed's virtual API server is shared: a class name of this test's own, and never a
     // global default (it would give every other test's pods this class).
@@ -362,10 +347,7 @@ async fn tenant_priority_classes_reach_the_host_and_pods_use_them() {
     assert_eq!(spec.priority, Some(1000));
 
     drop(syncer);
-    virt_classes
-        .delete(&class, &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&virt_classes, &class).await;
     let restarted = s.start_syncer();
     wait::until("host copy of the deleted class gone", TIMEOUT, || async {
         absent(&host_classes, &host_class).await
@@ -386,20 +368,18 @@ async fn tenant_priority_classes_reach_the_host_and_pods_use_them() {
     })
     .await;
     drop(restarted);
-    Api::<VirtualCluster>::namespaced(s.host.clone(), &s.ns.name)
-        .delete(VC, &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(
+        &Api::<VirtualCluster>::namespaced(s.host.clone(), &s.ns.name),
+        VC,
+    )
+    .await;
     wait::until(
         "host copy gone with its VirtualCluster",
         TIMEOUT,
         || async { absent(&host_classes, &host_class).await },
     )
     .await;
-    virt_classes
-        .delete(&class, &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&virt_classes, &class).await;
     s.teardown().await;
 }
 
@@ -408,11 +388,7 @@ async fn tenant_priority_classes_reach_the_host_and_pods_use_them() {
 /// address to the tenant, and is removed at restart when the tenant deleted it meanwhile.
 #[tokio::test]
 async fn ingresses_round_trip_with_their_tls_secret_and_status() {
-    let s = setup(
-        "res-ing",
-        json!({ "sync": { "toHost": { "ingresses": { "enabled": true } } } }),
-    )
-    .await;
+    let s = setup("res-ing", syncing_to_host("ingresses")).await;
     let syncer = s.start_syncer();
     s.create::<Secret>(json!({
         "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "tls" },
@@ -473,14 +449,7 @@ async fn ingresses_round_trip_with_their_tls_secret_and_status() {
 
     // The host controller's address comes back to the tenant.
     let status = json!({ "status": { "loadBalancer": { "ingress": [{ "ip": "203.0.113.7" }] } } });
-    host_ingresses
-        .patch_status(
-            &s.host_name("web"),
-            &PatchParams::default(),
-            &Patch::Merge(status),
-        )
-        .await
-        .unwrap();
+    merge_patch_status(&host_ingresses, &s.host_name("web"), status).await;
     wait::until("load-balancer status back", TIMEOUT, || async {
         let v = present(&virt_ingresses, "web").await?;
         let ip = v
@@ -496,10 +465,7 @@ async fn ingresses_round_trip_with_their_tls_secret_and_status() {
 
     // Deleted while the syncer is down: gone from the host, with its Secret, after restart.
     drop(syncer);
-    virt_ingresses
-        .delete("web", &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&virt_ingresses, "web").await;
     let _syncer = s.start_syncer();
     wait::until("host ingress and its secret gone", TIMEOUT, || async {
         absent(&host_ingresses, s.host_name("web")).await?;
@@ -513,11 +479,7 @@ async fn ingresses_round_trip_with_their_tls_secret_and_status() {
 /// counts the one synced pod, which the host's disruption controller reports back.
 #[tokio::test]
 async fn pod_disruption_budgets_count_the_tenants_host_pods() {
-    let s = setup(
-        "res-pdb",
-        json!({ "sync": { "toHost": { "poddisruptionbudgets": { "enabled": true } } } }),
-    )
-    .await;
+    let s = setup("res-pdb", syncing_to_host("poddisruptionbudgets")).await;
     let _syncer = s.start_syncer();
     s.create::<PodDisruptionBudget>(json!({
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": { "name": "web" },
@@ -547,10 +509,7 @@ async fn pod_disruption_budgets_count_the_tenants_host_pods() {
             .ok_or(format!("{expected:?}"))
     })
     .await;
-    virt_pdbs
-        .delete("web", &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&virt_pdbs, "web").await;
     wait::until("host PDB gone", TIMEOUT, || async {
         absent(&host_pdbs, s.host_name("web")).await
     })
@@ -563,11 +522,8 @@ async fn pod_disruption_budgets_count_the_tenants_host_pods() {
 /// goes with the host object.
 #[tokio::test]
 async fn from_host_classes_are_shown_read_only() {
-    let s = setup(
-        "res-cls",
-        json!({ "sync": { "fromHost": { "ingressClasses": { "enabled": true } } } }),
-    )
-    .await;
+    let spec = json!({ "sync": { "fromHost": { "ingressClasses": { "enabled": true } } } });
+    let s = setup("res-cls", spec).await;
     let _syncer = s.start_syncer();
     // Cluster-scoped and the virtual API server is shared: names of this test's own.
     let (storage, ingress) = (format!("{}-fast", s.ns.name), format!("{}-alb", s.ns.name));
@@ -637,14 +593,8 @@ async fn from_host_classes_are_shown_read_only() {
         .unwrap();
     wait::until("host change arrives", TIMEOUT, tier_is("gold")).await;
 
-    host_storage
-        .delete(&storage, &DeleteParams::default())
-        .await
-        .unwrap();
-    host_ingress
-        .delete(&ingress, &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&host_storage, &storage).await;
+    delete(&host_ingress, &ingress).await;
     wait::until("copies gone with the host classes", TIMEOUT, || async {
         absent(&virt_storage, &storage).await?;
         absent(&virt_ingress, &ingress).await

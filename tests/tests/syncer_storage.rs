@@ -16,7 +16,7 @@ use kube::{
 };
 use serde_json::json;
 use vnest_crds::translate::host_name;
-use vnest_tests::tenant::{TIMEOUT, VC, absent, present, setup};
+use vnest_tests::tenant::{TIMEOUT, VC, absent, delete, present, setup, syncing_to_host};
 use vnest_tests::{SyncerProcess, fixtures::free_port, wait};
 
 /// A tenant's claim binds on the host and its volume appears in the virtual cluster.
@@ -83,7 +83,7 @@ async fn a_tenant_claim_binds_on_the_host_and_its_volume_appears_virtually() {
 
     // A restarted syncer writes nothing new and keeps the binding.
     drop(syncer);
-    let _syncer = SyncerProcess::start(&s.wiring, free_port());
+    let _syncer = s.start_syncer();
 
     // Deleting the tenant claim removes the host claim and finishes the virtual one; the
     // Retain volume stays, Released, on both sides.
@@ -139,12 +139,8 @@ async fn a_tenant_claim_binds_on_the_host_and_its_volume_appears_virtually() {
 /// A tenant NetworkPolicy selects exactly the tenant's host pods.
 #[tokio::test]
 async fn a_network_policy_selects_exactly_the_tenants_host_pods() {
-    let s = setup(
-        "st-np",
-        json!({ "sync": { "toHost": { "networkpolicies": { "enabled": true } } } }),
-    )
-    .await;
-    let _syncer = SyncerProcess::start(&s.wiring, free_port());
+    let s = setup("st-np", syncing_to_host("networkpolicies")).await;
+    let _syncer = s.start_syncer();
     for (name, app) in [("web-0", "web"), ("db-0", "db")] {
         s.create::<Pod>(json!({
             "apiVersion": "v1", "kind": "Pod", "metadata": { "name": name, "labels": { "app": app } },
@@ -251,7 +247,7 @@ async fn host_storage_capacities_are_shown_in_the_namespace_of_the_same_name() {
         .create(&PostParams::default(), &capacity)
         .await
         .unwrap();
-    let _syncer = SyncerProcess::start(&s.wiring, free_port());
+    let _syncer = s.start_syncer();
 
     let virt_capacities: Api<CSIStorageCapacity> = s.virt_api();
     let copy = wait::until("virtual copy of the capacity", TIMEOUT, || {
@@ -281,10 +277,7 @@ async fn host_storage_capacities_are_shown_in_the_namespace_of_the_same_name() {
             .ok_or(format!("{capacity:?}"))
     })
     .await;
-    host_capacities
-        .delete("fast-zone-a", &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&host_capacities, "fast-zone-a").await;
     wait::until("the copy goes with the host object", TIMEOUT, || {
         absent(&virt_capacities, "fast-zone-a")
     })

@@ -5,10 +5,13 @@
 use k8s_openapi::api::core::v1::{Event, Node, Pod, Secret, ServiceAccount};
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    api::{DeleteParams, ListParams, PostParams},
 };
 use serde_json::{Value, json};
-use vnest_tests::tenant::{TIMEOUT, VC, absent, present, setup, virtual_whoami};
+use vnest_tests::tenant::{
+    TIMEOUT, VC, absent, merge_patch, merge_patch_status, present, setup, syncing_to_host,
+    virtual_whoami,
+};
 use vnest_tests::{bed, fixtures::free_port, wait};
 
 const TOKEN_ANNOTATION: &str = "vcluster.loft.sh/token";
@@ -87,11 +90,8 @@ async fn pod_tokens_ride_in_the_host_pod_without_a_secret_and_work_on_the_virtua
 /// With `useSecretsForSATokens` the token lives in a host Secret owned by the host pod.
 #[tokio::test]
 async fn use_secrets_for_sa_tokens_keeps_the_token_in_a_host_secret() {
-    let s = setup(
-        "sys-tsecret",
-        json!({ "sync": { "toHost": { "pods": { "useSecretsForSATokens": true } } } }),
-    )
-    .await;
+    let spec = json!({ "sync": { "toHost": { "pods": { "useSecretsForSATokens": true } } } });
+    let s = setup("sys-tsecret", spec).await;
     let _syncer = s.start_syncer();
     s.create::<Pod>(pod("app", plain())).await;
     let host = s.running_host_pod("app").await;
@@ -112,11 +112,7 @@ async fn use_secrets_for_sa_tokens_keeps_the_token_in_a_host_secret() {
 /// ServiceAccounts reach the host with their annotations and pods run as them.
 #[tokio::test]
 async fn service_accounts_reach_the_host_with_their_annotations_and_pods_run_as_them() {
-    let s = setup(
-        "sys-sa",
-        json!({ "sync": { "toHost": { "serviceaccounts": { "enabled": true } } } }),
-    )
-    .await;
+    let s = setup("sys-sa", syncing_to_host("serviceaccounts")).await;
     let _syncer = s.start_syncer();
     const ROLE: &str = "eks.amazonaws.com/role-arn";
     let arn = "arn:aws:iam::123456789012:role/s3-reader";
@@ -146,14 +142,12 @@ async fn service_accounts_reach_the_host_with_their_annotations_and_pods_run_as_
     );
 
     // The tenant drops the role: the host copy drops it too.
-    s.virt_api::<ServiceAccount>()
-        .patch(
-            "s3-reader",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "metadata": { "annotations": { ROLE: null } } })),
-        )
-        .await
-        .unwrap();
+    merge_patch(
+        &s.virt_api::<ServiceAccount>(),
+        "s3-reader",
+        json!({ "metadata": { "annotations": { ROLE: null } } }),
+    )
+    .await;
     wait::until("role annotation gone on the host", TIMEOUT, || async {
         let sa = present(&host_accounts, s.host_name("s3-reader")).await?;
         (!sa.annotations().contains_key(ROLE))
@@ -245,14 +239,12 @@ async fn host_nodes_the_selector_picks_are_copied_with_status_and_without_images
     assert!(absent(&virt_nodes, &other).await.is_ok());
 
     // Host status changes follow.
-    host_nodes
-        .patch_status(
-            &select,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": { "capacity": { "cpu": "8" } } })),
-        )
-        .await
-        .unwrap();
+    merge_patch_status(
+        &host_nodes,
+        &select,
+        json!({ "status": { "capacity": { "cpu": "8" } } }),
+    )
+    .await;
     wait::until("virtual capacity follows", TIMEOUT, || async {
         let n = present(&virt_nodes, &select).await?;
         let cpu = n
@@ -266,14 +258,12 @@ async fn host_nodes_the_selector_picks_are_copied_with_status_and_without_images
     .await;
 
     // Deselected on the host: the copy goes; the other node never came.
-    host_nodes
-        .patch(
-            &select,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "metadata": { "labels": { "vnest-tests/select": null } } })),
-        )
-        .await
-        .unwrap();
+    merge_patch(
+        &host_nodes,
+        &select,
+        json!({ "metadata": { "labels": { "vnest-tests/select": null } } }),
+    )
+    .await;
     wait::until("copy of the deselected node gone", TIMEOUT, || {
         absent(&virt_nodes, &select)
     })
@@ -354,19 +344,34 @@ async fn enforced_tolerations_and_node_selector_place_host_pods_on_the_shown_nod
 }
 
 /// A host event about host pod `pod` (core/v1, as kubelets and older components write).
-fn host_event(ns: &str, name: &str, pod: &Pod, reason: &str, count: i32, component: &str) -> Event {
-    serde_json::from_value(json!({
+/// Creates Warning event `<pod>.<suffix>` (count 1) about host pod `pod`, as `component`
+/// reports it; returns its name.
+async fn report_on_host(
+    events: &Api<Event>,
+    pod: &Pod,
+    suffix: &str,
+    reason: &str,
+    component: &str,
+) -> String {
+    let ns = pod.namespace().expect("a namespaced pod");
+    let name = format!("{}.{suffix}", pod.name_any());
+    let event: Event = serde_json::from_value(json!({
         "metadata": { "name": name, "namespace": ns },
         "involvedObject": { "kind": "Pod", "apiVersion": "v1", "namespace": ns, "name": pod.name_any(), "uid": pod.uid() },
         "reason": reason,
         "message": format!("about {}", pod.name_any()),
         "type": "Warning",
-        "count": count,
+        "count": 1,
         "firstTimestamp": "2026-01-01T00:00:00Z",
         "lastTimestamp": "2026-01-01T00:00:00Z",
         "source": { "component": component },
     }))
-    .expect("event JSON")
+    .expect("event JSON");
+    events
+        .create(&PostParams::default(), &event)
+        .await
+        .unwrap_or_else(|e| panic!("create host event {name}: {e}"));
+    name
 }
 
 /// Host pod events show once on the virtual pod, with their count.
@@ -415,25 +420,18 @@ async fn host_pod_events_show_once_on_the_virtual_pod_with_their_count() {
 
     // A repeating host event is one virtual event whose count follows.
     let host_events: Api<Event> = s.host_api();
-    let name = format!("{}.backoff", host_pod.name_any());
-    let event = host_event(&s.ns.name, &name, &host_pod, "BackOff", 1, "kubelet");
-    host_events
-        .create(&PostParams::default(), &event)
-        .await
-        .unwrap();
+    let name = report_on_host(&host_events, &host_pod, "backoff", "BackOff", "kubelet").await;
     wait::until("BackOff copied", TIMEOUT, || async {
         let found = about_app("BackOff").await?;
         (found.len() == 1).then_some(()).ok_or(format!("{found:?}"))
     })
     .await;
-    host_events
-        .patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "count": 5, "lastTimestamp": "2026-01-01T00:05:00Z" })),
-        )
-        .await
-        .unwrap();
+    merge_patch(
+        &host_events,
+        &name,
+        json!({ "count": 5, "lastTimestamp": "2026-01-01T00:05:00Z" }),
+    )
+    .await;
     let backoff = wait::until("BackOff count 5", TIMEOUT, || async {
         let found = about_app("BackOff").await?;
         match found.as_slice() {
@@ -445,31 +443,9 @@ async fn host_pod_events_show_once_on_the_virtual_pod_with_their_count() {
     assert_eq!(backoff.name_any(), "app.backoff");
 
     // An event the syncer reported itself is never copied back.
-    let own = host_event(
-        &s.ns.name,
-        &format!("{}.own", host_pod.name_any()),
-        &host_pod,
-        "OwnReport",
-        1,
-        "vnest-syncer",
-    );
-    host_events
-        .create(&PostParams::default(), &own)
-        .await
-        .unwrap();
+    report_on_host(&host_events, &host_pod, "own", "OwnReport", "vnest-syncer").await;
     // A later event is copied, so the own one had its chance to be (wrongly) copied first.
-    let later = host_event(
-        &s.ns.name,
-        &format!("{}.later", host_pod.name_any()),
-        &host_pod,
-        "Later",
-        1,
-        "kubelet",
-    );
-    host_events
-        .create(&PostParams::default(), &later)
-        .await
-        .unwrap();
+    report_on_host(&host_events, &host_pod, "later", "Later", "kubelet").await;
     wait::until("Later copied", TIMEOUT, || async {
         let found = about_app("Later").await?;
         (!found.is_empty())

@@ -13,12 +13,9 @@ use kube::{
 use serde_json::json;
 use vnest_crds::{VirtualCluster, VirtualClusterTemplate};
 use vnest_tests::{
-    OperatorProcess, TestNamespace, bed,
     bed::repo_root,
-    crd,
-    fixtures::{
-        create_virtual_cluster, free_port, provide_data_volume, spec_refusal, wait_condition,
-    },
+    fixtures::{create_virtual_cluster, provide_data_volume, setup, spec_refusal, wait_condition},
+    tenant::merge_patch,
     wait,
 };
 
@@ -46,11 +43,8 @@ fn hard(quota: &ResourceQuota, key: &str) -> String {
 /// A templated VirtualCluster renders, rolls forward on template changes and reports bad references.
 #[tokio::test]
 async fn a_templated_virtual_cluster_renders_rolls_forward_and_reports_bad_references() {
-    let client = bed().host().await;
-    crd::install(&client).await;
-    let ns = TestNamespace::create(&client, "tmpl").await;
+    let (client, ns, _operator) = setup("tmpl").await;
     let n = ns.name.as_str();
-    let _operator = OperatorProcess::start(bed(), n, "op-tmpl", free_port());
     let small = format!("small-{n}");
     let templates: Api<VirtualClusterTemplate> = Api::all(client.clone());
     let template = apply_shipped_template(&client, "small.yaml", &small).await;
@@ -89,14 +83,7 @@ async fn a_templated_virtual_cluster_renders_rolls_forward_and_reports_bad_refer
     let mut body = template.spec.template.clone();
     body = body.replace("requests.cpu: \"4\"", "requests.cpu: \"6\"");
     assert_ne!(body, template.spec.template, "the test edits the template");
-    let edited = templates
-        .patch(
-            &small,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "template": body } })),
-        )
-        .await
-        .unwrap();
+    let edited = merge_patch(&templates, &small, json!({ "spec": { "template": body } })).await;
     wait::until(
         "the quota follows the template",
         Duration::from_secs(30),
