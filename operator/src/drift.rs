@@ -4,11 +4,11 @@
 //! anyone else that changes or removes a field the operator applied takes that field out of
 //! the operator's managedFields entry (server-side apply moves ownership of every field an
 //! update changes, and drops removed fields from every owner). The watch caches therefore
-//! hold metadata only, with the operator's entry reduced to a digest ([`compact_managed_fields`]);
-//! a child whose digest differs from the one last verified is read in full and compared with
-//! [`contains`]. An idle resync therefore writes nothing and reads nothing.
+//! keep of each child only its [`Marks`]: the applied hash and a digest of the operator's
+//! entry; a child whose digest differs from the one last verified is read in full and compared
+//! with [`contains`]. An idle resync therefore writes nothing and reads nothing.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 /// True when every field of `desired` has the same value in `actual` (which may hold more,
 /// such as defaults and status). Quantities compare by value, as the API server rewrites
@@ -49,37 +49,31 @@ pub fn owned_fields(meta: &ObjectMeta, manager: &str) -> Option<String> {
             && e.subresource.as_deref().unwrap_or_default().is_empty()
     })?;
     let fields = &entry.fields_v1.as_ref()?.0;
-    Some(match fields {
-        // Already reduced by `compact_managed_fields` (the server always sends an object).
-        Value::String(digest) => digest.clone(),
-        fields => {
-            let version = entry.api_version.as_deref().unwrap_or_default();
-            digest::sha256_hex_prefix(format!("{version} {fields}").as_bytes(), 12)
-        }
-    })
+    let version = entry.api_version.as_deref().unwrap_or_default();
+    Some(digest::sha256_hex_prefix(
+        format!("{version} {fields}").as_bytes(),
+        12,
+    ))
 }
 
-/// Keeps of `meta.managedFields` only what [`owned_fields`] reads: `manager`'s applied entry,
-/// its field set replaced by the digest. Other managers' entries, often larger than the
-/// object they describe, are dropped.
-pub fn compact_managed_fields(meta: &mut ObjectMeta, manager: &str) {
-    let digest = owned_fields(meta, manager);
-    let Some(entries) = meta.managed_fields.as_mut() else {
-        return;
-    };
-    let Some(digest) = digest else {
-        entries.clear();
-        return;
-    };
-    entries.retain(|e| {
-        e.manager.as_deref() == Some(manager)
-            && e.operation.as_deref() == Some("Apply")
-            && e.subresource.as_deref().unwrap_or_default().is_empty()
-    });
-    entries.truncate(1);
-    for entry in entries.iter_mut() {
-        entry.fields_v1 = Some(FieldsV1(Value::String(digest.clone())));
-        entry.time = None;
+/// What the drift check reads of a child's metadata: its applied-hash annotation and the
+/// [`owned_fields`] digest.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Marks {
+    pub applied_hash: Option<Box<str>>,
+    pub owned: Option<Box<str>>,
+}
+
+impl Marks {
+    pub fn of(meta: &ObjectMeta, manager: &str) -> Self {
+        Marks {
+            applied_hash: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(meta::ANNOTATION_APPLIED_HASH))
+                .map(|hash| hash.as_str().into()),
+            owned: owned_fields(meta, manager).map(Into::into),
+        }
     }
 }
 
@@ -97,33 +91,25 @@ pub enum Check {
     Suspect,
 }
 
-/// Classifies a cached child by its metadata alone. `verified` is the [`owned_fields`] digest
-/// recorded when the operator last applied the child or found it as desired.
-pub fn check(
-    cached: Option<&ObjectMeta>,
-    hash: &str,
-    verified: Option<&str>,
-    manager: &str,
-) -> Check {
+/// Classifies a cached child by the marks of its metadata alone. `verified` is the
+/// [`owned_fields`] digest recorded when the operator last applied the child or found it as
+/// desired.
+pub fn check(cached: Option<&Marks>, hash: &str, verified: Option<&str>) -> Check {
     let Some(cached) = cached else {
         return Check::Missing;
     };
-    let applied = cached
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(meta::ANNOTATION_APPLIED_HASH));
-    if applied.map(String::as_str) != Some(hash) {
+    if cached.applied_hash.as_deref() != Some(hash) {
         return Check::Stale;
     }
-    match owned_fields(cached, manager) {
-        Some(owned) if verified == Some(owned.as_str()) => Check::Trusted,
+    match cached.owned.as_deref() {
+        Some(owned) if verified == Some(owned) => Check::Trusted,
         _ => Check::Suspect,
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
     use serde_json::json;
 
     use super::*;
@@ -273,37 +259,26 @@ mod tests {
     }
 
     #[test]
-    fn compacting_keeps_the_digest_and_drops_everything_else() {
-        let mut meta = meta_with("h", vec![status_writer(), ours()]);
-        let digest = owned_fields(&meta, ME);
-        compact_managed_fields(&mut meta, ME);
-        assert_eq!(meta.managed_fields.as_ref().unwrap().len(), 1);
-        assert_eq!(owned_fields(&meta, ME), digest);
-        compact_managed_fields(&mut meta, ME);
-        assert_eq!(owned_fields(&meta, ME), digest);
-
-        let mut foreign = meta_with("h", vec![entry("kubectl-edit", "Update", None, json!({}))]);
-        compact_managed_fields(&mut foreign, ME);
-        assert_eq!(foreign.managed_fields, Some(vec![]));
-    }
-
-    #[test]
     fn only_an_unchanged_verified_child_is_trusted() {
         let meta = meta_with("h", vec![ours()]);
+        let marks = Marks::of(&meta, ME);
         let digest = owned_fields(&meta, ME).unwrap();
-        assert_eq!(check(None, "h", None, ME), Check::Missing);
-        assert_eq!(check(Some(&meta), "other", Some(&digest), ME), Check::Stale);
+        assert_eq!(check(None, "h", None), Check::Missing);
+        assert_eq!(check(Some(&marks), "other", Some(&digest)), Check::Stale);
         assert_eq!(
-            check(Some(&ObjectMeta::default()), "h", None, ME),
+            check(Some(&Marks::of(&ObjectMeta::default(), ME)), "h", None),
             Check::Stale
         );
-        assert_eq!(check(Some(&meta), "h", Some(&digest), ME), Check::Trusted);
+        assert_eq!(check(Some(&marks), "h", Some(&digest)), Check::Trusted);
         // Never verified by this process (a restart): read once.
-        assert_eq!(check(Some(&meta), "h", None, ME), Check::Suspect);
+        assert_eq!(check(Some(&marks), "h", None), Check::Suspect);
         // Verified before someone took a field.
-        assert_eq!(check(Some(&meta), "h", Some("before"), ME), Check::Suspect);
+        assert_eq!(check(Some(&marks), "h", Some("before")), Check::Suspect);
         // The operator's entry gone altogether (managedFields reset by an update).
         let reset = meta_with("h", vec![entry("kubectl-edit", "Update", None, json!({}))]);
-        assert_eq!(check(Some(&reset), "h", Some(&digest), ME), Check::Suspect);
+        assert_eq!(
+            check(Some(&Marks::of(&reset, ME)), "h", Some(&digest)),
+            Check::Suspect
+        );
     }
 }

@@ -120,13 +120,21 @@ pub async fn run(
     let (stores, streams) = ChildStores::start(&client, namespace.as_deref());
     let ns_writer = reflector::store::Writer::<PartialObjectMeta<Namespace>>::default();
     let namespaces = ns_writer.as_reader();
-    // Only label changes matter to the controller (they choose the governing policy).
+    // Only label changes matter to the controller (they choose the governing policy); of the
+    // annotations only the one naming who set the Pod Security labels is read.
     let namespace_changes = watcher(
         Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
         watcher::Config::default().page_size(children::LIST_PAGE_SIZE),
     )
     .default_backoff()
-    .modify(|o| o.managed_fields_mut().clear())
+    .modify(|o| {
+        o.metadata.managed_fields = None;
+        let annotations = o.annotations_mut();
+        annotations.retain(|key, _| key == meta::ANNOTATION_POD_SECURITY_FROM);
+        if annotations.is_empty() {
+            o.metadata.annotations = None;
+        }
+    })
     .reflect(ns_writer)
     .applied_objects()
     .predicate_filter(
@@ -186,7 +194,7 @@ pub async fn run(
     let vc_reader = vc_writer.as_reader();
     let vc_events = watcher(vcs, vc_config)
         .default_backoff()
-        .modify(|vc| vc.managed_fields_mut().clear())
+        .modify(|vc| vc.metadata.managed_fields = None)
         .reflect(vc_writer)
         .applied_objects();
     let mut controller = Controller::for_stream(vc_events, vc_reader);
