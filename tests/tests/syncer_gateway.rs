@@ -235,8 +235,9 @@ fn tls_gateway(name: &str, secret: &str) -> Value {
 /// without `secrets.all`: the host copy holds the same data under the translated name the
 /// host Gateway names, a Secret no Gateway names stays off the host, a Gateway naming a
 /// missing Secret is synced with an event naming the field and gets the Secret once the
-/// tenant creates it, and dropping the reference removes the host copy (well before the
-/// five-minute resync would).
+/// tenant creates it, one naming a Secret in another namespace is refused naming the field
+/// (ReferenceGrants are not honoured), and dropping the reference removes the host copy
+/// (well before the five-minute resync would).
 #[tokio::test]
 async fn gateway_certificate_secrets_follow_the_gateway() {
     install_gateway_api();
@@ -302,6 +303,20 @@ async fn gateway_certificate_secrets_follow_the_gateway() {
         present(&host_secrets, s.host_name("late")).await
     })
     .await;
+
+    // A certificate in another namespace is refused, naming the field: no mirror.
+    let mut far = tls_gateway("far", "tls");
+    far["spec"]["listeners"][0]["tls"]["certificateRefs"][0]["namespace"] = json!("certs");
+    create(&virt_api(&s, &gw), far).await;
+    let event = warning(&s, "far", "RefNotPermitted").await;
+    let note = event.message.unwrap_or_default();
+    assert!(
+        note.contains("spec.listeners[0].tls.certificateRefs[0]") && note.contains("certs/tls"),
+        "{note}"
+    );
+    absent(&host_api(&s, &gw), s.host_name("far"))
+        .await
+        .unwrap();
 
     // The Gateway stops naming the Secret: its host copy goes.
     let plain =
