@@ -3,8 +3,8 @@
 //! their Services and those of selector Services come back from the host, pods find the
 //! virtual DNS among the host Services, virtual Nodes follow the pods bound to them, host
 //! events are matched to synced pods through both pod caches, Secrets follow the Ingresses
-//! and Gateways serving them, PersistentVolumes follow the claims bound to them, NetworkPolicies follow
-//! the virtual Namespaces).
+//! and Gateways serving them, PersistentVolumes follow the claims bound to them,
+//! NetworkPolicies follow the virtual Namespaces).
 
 use std::sync::{Arc, atomic::Ordering};
 

@@ -123,12 +123,15 @@ async fn missing(ctx: &Ctx, r: &LocalRef) -> anyhow::Result<Option<(&'static str
         );
         return Ok(Some(("CertificateNotSynced", note)));
     }
-    let exists = if *kind == "Secret" {
-        let api: Api<Secret> = Api::namespaced(ctx.virt.clone(), namespace);
-        api.get_metadata_opt(name).await?.is_some()
-    } else {
-        let api: Api<Service> = Api::namespaced(ctx.virt.clone(), namespace);
-        api.get_metadata_opt(name).await?.is_some()
+    let exists = match *kind {
+        "Secret" => Api::<Secret>::namespaced(ctx.virt.clone(), namespace)
+            .get_metadata_opt(name)
+            .await?
+            .is_some(),
+        _ => Api::<Service>::namespaced(ctx.virt.clone(), namespace)
+            .get_metadata_opt(name)
+            .await?
+            .is_some(),
     };
     Ok((!exists).then(|| match *kind {
         "Secret" => ("CertificateNotFound", format!(
