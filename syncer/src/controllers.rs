@@ -3,8 +3,8 @@
 //! their Services and those of selector Services come back from the host, pods find the
 //! virtual DNS among the host Services, virtual Nodes follow the pods bound to them, host
 //! events are matched to synced pods through both pod caches, Secrets follow the Ingresses
-//! serving them, PersistentVolumes follow the claims bound to them, NetworkPolicies follow
-//! the virtual Namespaces).
+//! and Gateways serving them, PersistentVolumes follow the claims bound to them,
+//! NetworkPolicies follow the virtual Namespaces).
 
 use std::sync::{Arc, atomic::Ordering};
 
@@ -16,14 +16,14 @@ use k8s_openapi::api::{
     scheduling::v1::PriorityClass,
     storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass},
 };
-use kube::discovery::ApiResource;
+use kube::{api::DynamicObject, discovery::ApiResource, runtime::reflector::store::Writer};
 
 use vnest_crds::patch::PodPatches;
 
 use crate::{
     custom::{self, Resolved},
     dns,
-    engine::{self, Ctx, Follower, Key, PodReference, Queue, Syncer, Watches},
+    engine::{self, Ctx, Follower, Key, PodReference, Queue, Referrals, Syncer, Watches},
     resources::{
         configmaps::{self, ConfigMaps},
         endpoints::{self, EndpointsSyncer},
@@ -43,6 +43,7 @@ use crate::{
         service_accounts::{self, ServiceAccounts},
         services::Services,
     },
+    translate::gateway,
 };
 
 /// The fromHost engines of the cluster-scoped classes and drivers that are enabled.
@@ -129,16 +130,31 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
             &mut pod_references,
         ));
     }
+    // The Gateways' sync fills a virtual cache the Secret sync reads, and tells it which
+    // Secrets a changed Gateway names.
+    let mut gateways = custom
+        .iter()
+        .find(|r| r.gateway == Some(gateway::Kind::Gateway))
+        .filter(|_| to_host.secrets.enabled)
+        .map(|r| (r.clone(), Writer::new(r.resource.clone())));
+    let mut gateway_referrals: Vec<Referrals<DynamicObject>> = Vec::new();
     let tls = to_host.ingresses.enabled && to_host.secrets.enabled;
-    if referenced(to_host.secrets.enabled, to_host.secrets.all) || tls {
+    if referenced(to_host.secrets.enabled, to_host.secrets.all) || tls || gateways.is_some() {
         let queue = Queue::default();
         pod_followers.push((queue.clone(), secrets::used_by));
         if tls {
             ingress_followers.push((queue.clone(), ingresses::secrets_of));
         }
+        if gateways.is_some() {
+            gateway_referrals.push(Referrals::new(
+                queue.clone(),
+                custom::gateway::certificate_keys,
+            ));
+        }
         let syncer = Secrets {
             pods: virtual_pods,
             ingresses: virtual_ingresses,
+            gateways: gateways.as_ref().map(|(_, w)| w.as_reader()),
         };
         engines.push(referenced_engine(
             syncer,
@@ -306,7 +322,17 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
         )));
     }
     for resource in custom {
-        engines.push(Box::pin(custom::sync::run(ctx.clone(), resource)));
+        let run: BoxFuture<'static, ()> = match gateways.take_if(|(r, _)| Arc::ptr_eq(r, &resource))
+        {
+            Some((_, writer)) => Box::pin(custom::sync::run_sharing(
+                ctx.clone(),
+                resource,
+                writer,
+                std::mem::take(&mut gateway_referrals),
+            )),
+            None => Box::pin(custom::sync::run(ctx.clone(), resource)),
+        };
+        engines.push(run);
     }
     ctx.unsynced.store(engines.len(), Ordering::SeqCst);
     engines.extend(node_task);

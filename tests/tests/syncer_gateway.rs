@@ -7,9 +7,10 @@
 
 use std::process::Command;
 
+use k8s_openapi::api::core::v1::{Event, Secret};
 use kube::{
     Api,
-    api::{ApiResource, DynamicObject, PostParams},
+    api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
 use vnest_tests::tenant::{
@@ -45,12 +46,8 @@ async fn create(api: &Api<DynamicObject>, body: Value) {
     .await;
 }
 
-/// A tenant's Gateway, HTTPRoute and GRPCRoute reach the host with host names in every
-/// reference, a host GatewayClass reaches the tenant, the route status a controller writes on
-/// the host comes back with the tenant's parentRef, a missing backend Service gets an event
-/// naming the field, and deleting the virtual route deletes its host copy.
-#[tokio::test]
-async fn gateway_api_objects_round_trip() {
+/// Installs the Gateway API CRDs on the bed's host (idempotent).
+fn install_gateway_api() {
     let env_file = std::env::var("VNEST_TESTBED_ENV").expect("VNEST_TESTBED_ENV");
     let out = Command::new("bash")
         .arg(repo_root().join("tests/testbed/gateway-api.sh"))
@@ -62,6 +59,15 @@ async fn gateway_api_objects_round_trip() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A tenant's Gateway, HTTPRoute and GRPCRoute reach the host with host names in every
+/// reference, a host GatewayClass reaches the tenant, the route status a controller writes on
+/// the host comes back with the tenant's parentRef, a missing backend Service gets an event
+/// naming the field, and deleting the virtual route deletes its host copy.
+#[tokio::test]
+async fn gateway_api_objects_round_trip() {
+    install_gateway_api();
     let s = setup(
         "res-gw",
         json!({ "sync": {
@@ -180,5 +186,141 @@ async fn gateway_api_objects_round_trip() {
     })
     .await;
     delete(&host_classes, &class_name).await;
+    s.teardown().await;
+}
+
+/// The Warning event `reason` on virtual object `name`, once there.
+async fn warning(s: &Tenant, name: &str, reason: &str) -> Event {
+    let events: Api<Event> = s.virt_api();
+    wait::until(&format!("{reason} event on {name}"), TIMEOUT, || async {
+        let list = events
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        list.items
+            .into_iter()
+            .find(|e| {
+                e.involved_object.name.as_deref() == Some(name)
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.reason.as_deref() == Some(reason)
+            })
+            .ok_or("no event yet".to_string())
+    })
+    .await
+}
+
+/// A Gateway whose one listener serves TLS with certificate Secret `secret`.
+fn tls_gateway(name: &str, secret: &str) -> Value {
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": { "name": name },
+        "spec": { "gatewayClassName": "shared", "listeners": [
+            { "name": "https", "protocol": "HTTPS", "port": 443,
+              "tls": { "certificateRefs": [{ "name": secret }] } }
+        ] },
+    })
+}
+
+/// A Gateway's certificate Secret follows it to the host as an Ingress's TLS Secret does,
+/// without `secrets.all`: the host copy holds the same data under the translated name the
+/// host Gateway names, a Secret no Gateway names stays off the host, a Gateway naming a
+/// missing Secret is synced with an event naming the field and gets the Secret once the
+/// tenant creates it, one naming a Secret in another namespace is refused naming the field
+/// (ReferenceGrants are not honoured), and dropping the reference removes the host copy
+/// (well before the five-minute resync would).
+#[tokio::test]
+async fn gateway_certificate_secrets_follow_the_gateway() {
+    install_gateway_api();
+    let s = setup(
+        "res-gwtls",
+        json!({ "sync": { "toHost": { "gateways": { "enabled": true } } } }),
+    )
+    .await;
+    let _syncer = s.start_syncer();
+    let virt_secret: Secret = s
+        .create(json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "tls" },
+            "type": "kubernetes.io/tls",
+            "stringData": { "tls.crt": "certificate", "tls.key": "key" },
+        }))
+        .await;
+    s.create::<Secret>(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "spare" },
+        "stringData": { "token": "unused" },
+    }))
+    .await;
+    let gw = resource("Gateway", "gateways");
+    create(&virt_api(&s, &gw), tls_gateway("web", "tls")).await;
+    create(&virt_api(&s, &gw), tls_gateway("bare", "late")).await;
+
+    let host_gw = wait::until("host Gateway", TIMEOUT, || async {
+        present(&host_api(&s, &gw), s.host_name("web")).await
+    })
+    .await;
+    let tls_name = s.host_name("tls");
+    assert_eq!(
+        host_gw.data["spec"]["listeners"][0]["tls"]["certificateRefs"][0]["name"],
+        json!(tls_name)
+    );
+    let host_secrets: Api<Secret> = s.host_api();
+    let host_secret = wait::until("host certificate Secret", TIMEOUT, || async {
+        present(&host_secrets, &tls_name).await
+    })
+    .await;
+    assert_eq!(host_secret.data, virt_secret.data);
+    assert_eq!(host_secret.type_.as_deref(), Some("kubernetes.io/tls"));
+
+    // A missing certificate Secret: the Gateway is synced, with an event naming the field.
+    let event = warning(&s, "bare", "CertificateNotFound").await;
+    let note = event.message.unwrap_or_default();
+    assert!(
+        note.contains("spec.listeners[0].tls.certificateRefs[0]") && note.contains("late"),
+        "{note}"
+    );
+    wait::until(
+        "host copy of the Gateway missing its Secret",
+        TIMEOUT,
+        || async { present(&host_api(&s, &gw), s.host_name("bare")).await },
+    )
+    .await;
+    s.create::<Secret>(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "late" },
+        "type": "kubernetes.io/tls",
+        "stringData": { "tls.crt": "c", "tls.key": "k" },
+    }))
+    .await;
+    wait::until("host copy of the Secret created late", TIMEOUT, || async {
+        present(&host_secrets, s.host_name("late")).await
+    })
+    .await;
+
+    // A certificate in another namespace is refused, naming the field: no mirror.
+    let mut far = tls_gateway("far", "tls");
+    far["spec"]["listeners"][0]["tls"]["certificateRefs"][0]["namespace"] = json!("certs");
+    create(&virt_api(&s, &gw), far).await;
+    let event = warning(&s, "far", "RefNotPermitted").await;
+    let note = event.message.unwrap_or_default();
+    assert!(
+        note.contains("spec.listeners[0].tls.certificateRefs[0]") && note.contains("certs/tls"),
+        "{note}"
+    );
+    absent(&host_api(&s, &gw), s.host_name("far"))
+        .await
+        .unwrap();
+
+    // The Gateway stops naming the Secret: its host copy goes.
+    let plain =
+        json!({ "spec": { "listeners": [{ "name": "http", "protocol": "HTTP", "port": 80 }] } });
+    virt_api(&s, &gw)
+        .patch("web", &PatchParams::default(), &Patch::Merge(plain))
+        .await
+        .unwrap();
+    wait::until("host certificate Secret gone", TIMEOUT, || async {
+        absent(&host_secrets, &tls_name).await
+    })
+    .await;
+    // The Gateway that still names its Secret keeps it; the Secret nothing names, decided
+    // on since its creation before the Gateways, never reached the host.
+    present(&host_secrets, s.host_name("late")).await.unwrap();
+    absent(&host_secrets, s.host_name("spare")).await.unwrap();
     s.teardown().await;
 }

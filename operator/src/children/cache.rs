@@ -252,7 +252,10 @@ mod tests {
 
         cache.observe(&watcher::Event::Init);
         cache.observe(&watcher::Event::InitApply(child("kept", "2", "h")));
-        assert!(cache.get(&gone).is_some(), "the old list serves until the new one is done");
+        assert!(
+            cache.get(&gone).is_some(),
+            "the old list serves until the new one is done"
+        );
         cache.observe(&watcher::Event::InitDone);
         assert_eq!(cache.get(&gone), None);
         assert_eq!(cache.verified(&gone), None);
@@ -271,11 +274,9 @@ mod tests {
                 operation: Some("Apply".into()),
                 api_version: Some("v1".into()),
                 fields_type: Some("FieldsV1".into()),
-                fields_v1: Some(
-                    k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
-                        json!({ "f:spec": {} }),
-                    ),
-                ),
+                fields_v1: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
+                    json!({ "f:spec": {} }),
+                )),
                 ..Default::default()
             },
         ]);

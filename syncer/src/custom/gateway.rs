@@ -2,10 +2,12 @@
 //! checks only the virtual cluster can answer. A route whose parent Gateway does not admit
 //! its namespace is refused; a route naming a Service that does not exist is still mirrored
 //! (the Service may come later, and the host's controller then reports the backend
-//! unresolved), with a Warning event naming the reference.
+//! unresolved), with a Warning event naming the reference; so is a Gateway naming a
+//! certificate Secret that does not exist. The Secrets a Gateway serves are synced by
+//! [`crate::resources::secrets`] ([`certificate_keys`], [`serves`]).
 
 use k8s_openapi::{
-    api::core::v1::{Namespace, Service},
+    api::core::v1::{Namespace, Secret, Service},
     apimachinery::pkg::apis::meta::v1::LabelSelector,
 };
 use kube::{
@@ -18,10 +20,10 @@ use serde_json::Value;
 
 use super::resolve::Resolved;
 use crate::{
-    engine::Ctx,
+    engine::{Ctx, Key},
     translate::{
         TranslateError,
-        gateway::{self, Kind, ParentRef},
+        gateway::{self, Kind, LocalRef, ParentRef},
     },
 };
 
@@ -92,32 +94,75 @@ pub async fn host_spec(
     let Some(spec) = desired.get_mut("spec") else {
         return Ok(Ok(()));
     };
-    let services = match gateway::host_spec(kind, spec, &namespace, &ctx.target) {
-        Ok(s) => s,
+    let named = match gateway::host_spec(kind, spec, &namespace, &ctx.target) {
+        Ok(n) => n,
         Err(e) => return Ok(Err(e)),
     };
-    let reference = || virt.object_ref(&res.resource);
-    for service in services {
-        let api: Api<Service> = Api::namespaced(ctx.virt.clone(), &service.namespace);
-        if api.get_opt(&service.name).await?.is_none() {
-            let note = format!(
-                "{} names Service {}/{}, which does not exist in the virtual cluster; the route is synced, and its backend stays unresolved until the Service exists",
-                service.field, service.namespace, service.name
-            );
-            ctx.warn_on(reference(), "BackendNotFound", note).await;
-        }
-    }
-    let secrets_synced =
-        ctx.config.sync.to_host.secrets.enabled && ctx.config.sync.to_host.secrets.all;
-    for secret in gateway::certificate_secrets(&virt_spec, &namespace) {
-        if !secrets_synced {
-            let note = format!(
-                "certificate Secret {namespace}/{secret} reaches the host only with sync.toHost.secrets.all: true; until then the listener has no certificate"
-            );
-            ctx.warn_on(reference(), "CertificateNotSynced", note).await;
+    for r in named {
+        if let Some((reason, note)) = missing(ctx, &r).await? {
+            ctx.warn_on(virt.object_ref(&res.resource), reason, note)
+                .await;
         }
     }
     Ok(Ok(()))
+}
+
+/// Why object `r` names will not serve the host copy, as an event reason and note: it does
+/// not exist in the virtual cluster, or (a Secret) Secrets are not synced at all. The object
+/// is still mirrored: the Service or Secret may come later.
+async fn missing(ctx: &Ctx, r: &LocalRef) -> anyhow::Result<Option<(&'static str, String)>> {
+    let LocalRef {
+        kind,
+        field,
+        namespace,
+        name,
+    } = r;
+    if *kind == "Secret" && !ctx.config.sync.to_host.secrets.enabled {
+        let note = format!(
+            "{field} names Secret {namespace}/{name}, which reaches the host only with sync.toHost.secrets.enabled; until then the listener has no certificate"
+        );
+        return Ok(Some(("CertificateNotSynced", note)));
+    }
+    let exists = match *kind {
+        "Secret" => Api::<Secret>::namespaced(ctx.virt.clone(), namespace)
+            .get_metadata_opt(name)
+            .await?
+            .is_some(),
+        _ => Api::<Service>::namespaced(ctx.virt.clone(), namespace)
+            .get_metadata_opt(name)
+            .await?
+            .is_some(),
+    };
+    Ok((!exists).then(|| match *kind {
+        "Secret" => ("CertificateNotFound", format!(
+            "{field} names Secret {namespace}/{name}, which does not exist in the virtual cluster; the Gateway is synced, and the listener has no certificate until the Secret exists"
+        )),
+        _ => ("BackendNotFound", format!(
+            "{field} names Service {namespace}/{name}, which does not exist in the virtual cluster; the route is synced, and its backend stays unresolved until the Service exists"
+        )),
+    }))
+}
+
+/// The Secrets virtual Gateway `gateway` names, as keys for the Secret queue (including
+/// those of a Gateway refused for another reference: their host copies must go).
+pub fn certificate_keys(gateway: &DynamicObject) -> Vec<Key> {
+    let spec = gateway.data.get("spec").cloned().unwrap_or_default();
+    let namespace = gateway.namespace().unwrap_or_default();
+    gateway::certificates(&spec, &namespace)
+        .into_iter()
+        .map(|r| (r.namespace, r.name))
+        .collect()
+}
+
+/// Whether virtual Gateway `gateway` serves Secret `secret`: it names it, and its host
+/// mirror is not refused.
+pub fn serves(ctx: &Ctx, gateway: &DynamicObject, secret: &Key) -> bool {
+    let mut spec = gateway.data.get("spec").cloned().unwrap_or_default();
+    let namespace = gateway.namespace().unwrap_or_default();
+    gateway::host_spec(Kind::Gateway, &mut spec, &namespace, &ctx.target).is_ok_and(|refs| {
+        refs.iter()
+            .any(|r| r.namespace == secret.0 && r.name == secret.1)
+    })
 }
 
 /// The status the virtual object shows for its host mirror's `status`.

@@ -24,7 +24,7 @@ use super::{gateway, key::Direction, object, resolve::Resolved};
 use crate::{
     cache,
     engine::{
-        self, Ctx, Key, Queue, is_not_found,
+        self, Ctx, Key, Queue, Referrals, is_not_found,
         runner::{self, Loop, Side},
         virtual_key,
     },
@@ -60,8 +60,20 @@ fn object_ref(res: &Resolved, name: &str, namespace: &str) -> ObjectRef<DynamicO
 
 /// Runs the sync of `res` until its watches end.
 pub async fn run(ctx: Arc<Ctx>, res: Arc<Resolved>) {
-    let kind = res.name();
     let virt_writer = reflector::store::Writer::new(res.resource.clone());
+    run_sharing(ctx, res, virt_writer, Vec::new()).await;
+}
+
+/// As [`run`], filling the virtual cache through `virt_writer` (another sync reads it) and
+/// handing every virtual object that changes to `referrals` (another sync follows what it
+/// names).
+pub async fn run_sharing(
+    ctx: Arc<Ctx>,
+    res: Arc<Resolved>,
+    virt_writer: reflector::store::Writer<DynamicObject>,
+    referrals: Vec<Referrals<DynamicObject>>,
+) {
+    let kind = res.name();
     let host_writer = reflector::store::Writer::new(res.resource.clone());
     let (virt, host) = (virt_writer.as_reader(), host_writer.as_reader());
     let (virt_config, host_api, host_config) = match res.direction {
@@ -100,7 +112,14 @@ pub async fn run(ctx: Arc<Ctx>, res: Arc<Resolved>) {
     let touched = {
         let runner = runner.clone();
         move |side: Side, o: &DynamicObject| {
-            if let Some(key) = runner.key_of(side == Side::Virtual, o) {
+            let is_virt = side == Side::Virtual;
+            if let Some(key) = runner.key_of(is_virt, o) {
+                if is_virt {
+                    // The cache has taken the event in already: gone from it means deleted.
+                    let cached = object_ref(&runner.res, &key.1, &key.0);
+                    let deleted = runner.virt.get(&cached).is_none();
+                    referrals.iter().for_each(|r| r.touched(o, deleted));
+                }
                 runner.queue.push(key);
             }
         }

@@ -8,6 +8,7 @@
 pub mod conflict;
 pub mod queue;
 mod reconcile;
+pub mod referrals;
 pub mod runner;
 
 use std::{
@@ -39,6 +40,7 @@ use vnest_crds::{
 use crate::{metrics::Metrics, translate::Target};
 pub use conflict::{OwnerOf, PodReference, conflict_note, conflicted_reference, name_conflict};
 pub use queue::{Key, Queue};
+pub use referrals::Referrals;
 pub use runner::{caches_synced, run, work};
 
 /// Field manager of every host write.

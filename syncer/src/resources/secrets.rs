@@ -1,14 +1,15 @@
-//! Secrets: synced when a virtual pod or a synced Ingress in the same namespace uses them,
-//! or all with `all`.
+//! Secrets: synced when a virtual pod, a synced Ingress or a synced Gateway in the same
+//! namespace uses them, or all with `all`.
 
 use k8s_openapi::api::{
     core::v1::{Pod, Secret},
     networking::v1::Ingress,
 };
-use kube::{ResourceExt, runtime::reflector::Store};
+use kube::{ResourceExt, api::DynamicObject, runtime::reflector::Store};
 
 use super::{ingresses, metadata_covers, used_by_a_synced_pod};
 use crate::{
+    custom::gateway,
     engine::{Ctx, Decision, Key, Syncer},
     translate::{pod::references, secret::host_secret},
 };
@@ -18,6 +19,8 @@ pub struct Secrets {
     pub pods: Store<Pod>,
     /// Virtual Ingresses when they are synced, for their TLS Secrets.
     pub ingresses: Option<Store<Ingress>>,
+    /// Virtual Gateways when they are synced, for their certificate Secrets.
+    pub gateways: Option<Store<DynamicObject>>,
 }
 
 impl Secrets {
@@ -31,6 +34,18 @@ impl Secrets {
             .state()
             .iter()
             .any(|i| ingresses::secrets_of(i).contains(&key)))
+    }
+
+    async fn served_by_a_gateway(&self, ctx: &Ctx, virt: &Secret) -> anyhow::Result<bool> {
+        let Some(gateways) = &self.gateways else {
+            return Ok(false);
+        };
+        gateways.wait_until_ready().await?;
+        let key = (virt.namespace().unwrap_or_default(), virt.name_any());
+        Ok(gateways
+            .state()
+            .iter()
+            .any(|g| g.metadata.deletion_timestamp.is_none() && gateway::serves(ctx, g, &key)))
     }
 }
 
@@ -55,6 +70,7 @@ impl Syncer for Secrets {
         if !ctx.config.sync.to_host.secrets.all
             && !used_by_a_synced_pod(ctx, &self.pods, virt, used_by).await?
             && !self.served_by_an_ingress(virt).await?
+            && !self.served_by_a_gateway(ctx, virt).await?
         {
             return Ok(Decision::Skip);
         }

@@ -37,10 +37,12 @@ impl Kind {
     }
 }
 
-/// A Service a translated route sends traffic to: the field naming it and its virtual
+/// A core object a translated object names in its own namespace (a Service a route sends
+/// traffic to, a Secret a Gateway serves): its kind, the field naming it, and its virtual
 /// namespace and name.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServiceRef {
+pub struct LocalRef {
+    pub kind: &'static str,
     pub field: String,
     pub namespace: String,
     pub name: String,
@@ -76,15 +78,14 @@ fn items<'a>(parent: &'a mut Value, key: &str) -> impl Iterator<Item = (usize, &
         .enumerate()
 }
 
-/// Rewrites a reference to a core-group `kind` (Secret, Service) in `namespace` to its host
-/// copy and returns the virtual name; refuses other kinds and other namespaces.
-fn local_ref(
-    r: &mut Value,
+/// The core-group `kind` (Secret, Service) object in `namespace` reference `r` names;
+/// refuses other kinds and other namespaces.
+fn local_name(
+    r: &Value,
     field: &str,
-    kind: &str,
+    kind: &'static str,
     namespace: &str,
-    target: &Target,
-) -> Result<String, TranslateError> {
+) -> Result<LocalRef, TranslateError> {
     let (group, actual) = (
         text(r, "group").unwrap_or(""),
         text(r, "kind").unwrap_or(kind),
@@ -108,11 +109,32 @@ fn local_ref(
             ),
         ));
     }
+    Ok(LocalRef {
+        kind,
+        field: field.to_string(),
+        namespace: namespace.to_string(),
+        name,
+    })
+}
+
+/// Rewrites a reference to a core-group `kind` object in `namespace` to its host copy and
+/// returns what it names; refuses as [`local_name`] does.
+fn local_ref(
+    r: &mut Value,
+    field: &str,
+    kind: &'static str,
+    namespace: &str,
+    target: &Target,
+) -> Result<LocalRef, TranslateError> {
+    let named = local_name(r, field, kind, namespace)?;
     if let Some(obj) = r.as_object_mut() {
         obj.remove("namespace");
-        obj.insert("name".into(), json!(target.host_name(&name, namespace)));
+        obj.insert(
+            "name".into(),
+            json!(target.host_name(&named.name, namespace)),
+        );
     }
-    Ok(name)
+    Ok(named)
 }
 
 /// The Gateway a parentRef names, as the tenant wrote it; refuses parents that are not
@@ -169,7 +191,7 @@ fn host_filters(
     field: &str,
     namespace: &str,
     target: &Target,
-    services: &mut Vec<ServiceRef>,
+    services: &mut Vec<LocalRef>,
 ) -> Result<(), TranslateError> {
     for (k, filter) in items(holder, "filters") {
         let field = format!("{field}.filters[{k}]");
@@ -181,12 +203,7 @@ fn host_filters(
         }
         if let Some(r) = filter.pointer_mut("/requestMirror/backendRef") {
             let field = format!("{field}.requestMirror.backendRef");
-            let name = local_ref(r, &field, "Service", namespace, target)?;
-            services.push(ServiceRef {
-                field,
-                namespace: namespace.to_string(),
-                name,
-            });
+            services.push(local_ref(r, &field, "Service", namespace, target)?);
         }
     }
     Ok(())
@@ -198,7 +215,7 @@ fn host_route(
     spec: &mut Value,
     namespace: &str,
     target: &Target,
-) -> Result<Vec<ServiceRef>, TranslateError> {
+) -> Result<Vec<LocalRef>, TranslateError> {
     let parents = parents(spec, namespace)?;
     for ((_, r), parent) in items(spec, "parentRefs").zip(&parents) {
         *r = host_parent_ref(r, parent, target);
@@ -209,21 +226,48 @@ fn host_route(
         host_filters(rule, &field, namespace, target, &mut services)?;
         for (j, backend) in items(rule, "backendRefs") {
             let field = format!("{field}.backendRefs[{j}]");
-            let name = local_ref(backend, &field, "Service", namespace, target)?;
+            let service = local_ref(backend, &field, "Service", namespace, target)?;
             host_filters(backend, &field, namespace, target, &mut services)?;
-            services.push(ServiceRef {
-                field,
-                namespace: namespace.to_string(),
-                name,
-            });
+            services.push(service);
         }
     }
     Ok(services)
 }
 
-/// Rewrites Gateway `spec` (in `namespace`) for the host: certificate Secrets are the host
-/// copies, routes may attach from the host namespace only.
-fn host_gateway(spec: &mut Value, namespace: &str, target: &Target) -> Result<(), TranslateError> {
+/// The fields of Gateway `spec` that name a certificate Secret, each with its JSON pointer
+/// in `spec`: listener `certificateRefs`, then `tls.backend.clientCertificateRef`.
+fn certificate_fields(spec: &Value) -> Vec<(String, String)> {
+    let listeners = spec.get("listeners").and_then(Value::as_array);
+    let mut fields: Vec<(String, String)> = listeners
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .flat_map(|(i, l)| {
+            let refs = l.pointer("/tls/certificateRefs").and_then(Value::as_array);
+            (0..refs.map_or(0, Vec::len)).map(move |j| {
+                (
+                    format!("spec.listeners[{i}].tls.certificateRefs[{j}]"),
+                    format!("/listeners/{i}/tls/certificateRefs/{j}"),
+                )
+            })
+        })
+        .collect();
+    if spec.pointer("/tls/backend/clientCertificateRef").is_some() {
+        fields.push((
+            "spec.tls.backend.clientCertificateRef".into(),
+            "/tls/backend/clientCertificateRef".into(),
+        ));
+    }
+    fields
+}
+
+/// Rewrites Gateway `spec` (in `namespace`) for the host and returns the Secrets it serves:
+/// certificate Secrets are the host copies, routes may attach from the host namespace only.
+fn host_gateway(
+    spec: &mut Value,
+    namespace: &str,
+    target: &Target,
+) -> Result<Vec<LocalRef>, TranslateError> {
     for (field, pointer) in [
         (
             "spec.infrastructure.parametersRef",
@@ -238,56 +282,45 @@ fn host_gateway(spec: &mut Value, namespace: &str, target: &Target) -> Result<()
             ));
         }
     }
-    if let Some(r) = spec.pointer_mut("/tls/backend/clientCertificateRef") {
-        local_ref(
-            r,
-            "spec.tls.backend.clientCertificateRef",
-            "Secret",
-            namespace,
-            target,
-        )?;
-    }
-    for (i, listener) in items(spec, "listeners") {
-        if let Some(tls) = listener.get_mut("tls") {
-            for (j, r) in items(tls, "certificateRefs") {
-                let field = format!("spec.listeners[{i}].tls.certificateRefs[{j}]");
-                local_ref(r, &field, "Secret", namespace, target)?;
-            }
+    let mut secrets = Vec::new();
+    for (field, pointer) in certificate_fields(spec) {
+        if let Some(r) = spec.pointer_mut(&pointer) {
+            secrets.push(local_ref(r, &field, "Secret", namespace, target)?);
         }
+    }
+    for (_, listener) in items(spec, "listeners") {
         if let Some(namespaces) = listener.pointer_mut("/allowedRoutes/namespaces") {
             *namespaces = json!({ "from": "Same" });
         }
     }
-    Ok(())
+    Ok(secrets)
 }
 
 /// Rewrites the spec of `kind` object in virtual `namespace` for its host copy; returns the
-/// Services it sends traffic to (none for a Gateway).
+/// objects it names in its namespace: the Services a route sends traffic to, the Secrets a
+/// Gateway serves.
 pub fn host_spec(
     kind: Kind,
     spec: &mut Value,
     namespace: &str,
     target: &Target,
-) -> Result<Vec<ServiceRef>, TranslateError> {
+) -> Result<Vec<LocalRef>, TranslateError> {
     match kind {
-        Kind::Gateway => host_gateway(spec, namespace, target).map(|()| Vec::new()),
+        Kind::Gateway => host_gateway(spec, namespace, target),
         Kind::HttpRoute | Kind::GrpcRoute => host_route(spec, namespace, target),
     }
 }
 
-/// The Secrets Gateway `spec` (in `namespace`) serves, by virtual name.
-pub fn certificate_secrets(spec: &Value, namespace: &str) -> Vec<String> {
-    let listeners = spec.get("listeners").and_then(Value::as_array);
-    let refs = listeners
+/// The Secrets Gateway `spec` (in `namespace`) names that could have a host copy (core
+/// Secrets in its namespace), whether or not the rest of the Gateway is refused: the keys
+/// the Secret sync reconciles when the Gateway changes.
+pub fn certificates(spec: &Value, namespace: &str) -> Vec<LocalRef> {
+    certificate_fields(spec)
         .into_iter()
-        .flatten()
-        .filter_map(|l| l.pointer("/tls/certificateRefs").and_then(Value::as_array))
-        .flatten()
-        .chain(spec.pointer("/tls/backend/clientCertificateRef"));
-    refs.filter(|r| text(r, "group").unwrap_or("").is_empty())
-        .filter(|r| text(r, "kind").unwrap_or("Secret") == "Secret")
-        .filter(|r| text(r, "namespace").is_none_or(|n| n == namespace))
-        .filter_map(|r| text(r, "name").map(String::from))
+        .filter_map(|(field, pointer)| {
+            let r = spec.pointer(&pointer)?;
+            local_name(r, &field, "Secret", namespace).ok()
+        })
         .collect()
 }
 

@@ -107,18 +107,30 @@ fn gateway() -> Value {
     })
 }
 
-/// Listener certificates are the host copies of the Secrets; every listener admits routes
-/// from the host namespace only, so no other tenant's route can attach.
+/// The fields and virtual names of `refs`.
+fn named(refs: &[LocalRef]) -> Vec<(&str, &str, &str)> {
+    refs.iter()
+        .map(|r| (r.kind, r.field.as_str(), r.name.as_str()))
+        .collect()
+}
+
+/// Listener certificates are the host copies of the Secrets, which are reported by field
+/// for the Secret sync; every listener admits routes from the host namespace only, so no
+/// other tenant's route can attach.
 #[test]
 fn gateway_certificates_are_host_secrets_and_routes_come_from_the_host_namespace() {
     let virt = gateway();
-    assert_eq!(certificate_secrets(&virt, "shop"), ["shop-tls"]);
     let mut spec = virt.clone();
-    assert!(
-        host_spec(Kind::Gateway, &mut spec, "shop", &target())
-            .unwrap()
-            .is_empty()
+    let secrets = host_spec(Kind::Gateway, &mut spec, "shop", &target()).unwrap();
+    assert_eq!(
+        named(&secrets),
+        [(
+            "Secret",
+            "spec.listeners[0].tls.certificateRefs[0]",
+            "shop-tls"
+        )]
     );
+    assert_eq!(secrets[0].namespace, "shop");
     assert_eq!(spec["gatewayClassName"], "shared");
     let https = &spec["listeners"][0];
     assert_eq!(
@@ -131,6 +143,70 @@ fn gateway_certificates_are_host_secrets_and_routes_come_from_the_host_namespace
             json!({"from": "Same"})
         );
     }
+}
+
+/// Every certificate field is followed: several refs per listener, several listeners, and
+/// the backend client certificate; an explicit own namespace is the same Secret.
+#[test]
+fn every_certificate_field_names_its_secret() {
+    let mut virt = gateway();
+    virt["listeners"][0]["tls"]["certificateRefs"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"group": "", "kind": "Secret", "name": "ecdsa", "namespace": "shop"}));
+    virt["listeners"][1]["tls"] = json!({"certificateRefs": [{"name": "plain"}]});
+    virt["tls"] = json!({"backend": {"clientCertificateRef": {"name": "client"}}});
+    let expected = [
+        (
+            "Secret",
+            "spec.listeners[0].tls.certificateRefs[0]",
+            "shop-tls",
+        ),
+        (
+            "Secret",
+            "spec.listeners[0].tls.certificateRefs[1]",
+            "ecdsa",
+        ),
+        (
+            "Secret",
+            "spec.listeners[1].tls.certificateRefs[0]",
+            "plain",
+        ),
+        ("Secret", "spec.tls.backend.clientCertificateRef", "client"),
+    ];
+    assert_eq!(named(&certificates(&virt, "shop")), expected);
+    let mut spec = virt.clone();
+    let secrets = host_spec(Kind::Gateway, &mut spec, "shop", &target()).unwrap();
+    assert_eq!(named(&secrets), expected);
+    assert_eq!(
+        spec["listeners"][0]["tls"]["certificateRefs"][1],
+        json!({"group": "", "kind": "Secret", "name": "ecdsa-x-shop-x-vc"})
+    );
+    assert_eq!(
+        spec["tls"]["backend"]["clientCertificateRef"]["name"],
+        "client-x-shop-x-vc"
+    );
+}
+
+/// The Secrets the Secret sync reconciles leave out references that cannot have a host
+/// copy (another namespace, another kind), and keep the good ones of a Gateway that is
+/// refused for another reference, so a refusal also takes its Secrets off the host.
+#[test]
+fn certificates_leave_out_what_cannot_have_a_host_copy() {
+    let mut virt = gateway();
+    virt["listeners"][1]["tls"] = json!({"certificateRefs": [
+        {"name": "elsewhere", "namespace": "certs"},
+        {"group": "cert-manager.io", "kind": "Certificate", "name": "cm"},
+    ]});
+    assert_eq!(
+        named(&certificates(&virt, "shop")),
+        [(
+            "Secret",
+            "spec.listeners[0].tls.certificateRefs[0]",
+            "shop-tls"
+        )]
+    );
+    assert!(certificates(&json!({"listeners": [{"name": "http"}]}), "shop").is_empty());
 }
 
 /// A certificate in another namespace, a non-Secret certificate and implementation
