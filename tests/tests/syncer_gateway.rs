@@ -10,7 +10,7 @@ use std::process::Command;
 use k8s_openapi::api::core::v1::{Event, Secret};
 use kube::{
     Api,
-    api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams},
+    api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
 use vnest_tests::tenant::{
