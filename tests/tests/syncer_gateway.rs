@@ -10,11 +10,12 @@ use std::process::Command;
 use k8s_openapi::api::core::v1::{Event, Secret};
 use kube::{
     Api,
-    api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams},
+    api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
 use vnest_tests::tenant::{
-    TIMEOUT, Tenant, absent, delete, merge_patch_status, present, setup, warning_about,
+    TIMEOUT, Tenant, absent, delete, first_warning, merge_patch_status, present, setup,
+    warning_about,
 };
 use vnest_tests::{bed::repo_root, wait};
 
@@ -191,20 +192,9 @@ async fn gateway_api_objects_round_trip() {
 
 /// The Warning event `reason` on virtual object `name`, once there.
 async fn warning(s: &Tenant, name: &str, reason: &str) -> Event {
-    let events: Api<Event> = s.virt_api();
-    wait::until(&format!("{reason} event on {name}"), TIMEOUT, || async {
-        let list = events
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        list.items
-            .into_iter()
-            .find(|e| {
-                e.involved_object.name.as_deref() == Some(name)
-                    && e.type_.as_deref() == Some("Warning")
-                    && e.reason.as_deref() == Some(reason)
-            })
-            .ok_or("no event yet".to_string())
+    let what = format!("{reason} event on {name}");
+    first_warning(&s.virt_api(), &what, |e| {
+        e.involved_object.name.as_deref() == Some(name) && e.reason.as_deref() == Some(reason)
     })
     .await
 }
