@@ -23,30 +23,23 @@ pub struct Secrets {
     pub gateways: Option<Store<DynamicObject>>,
 }
 
-impl Secrets {
-    async fn served_by_an_ingress(&self, virt: &Secret) -> anyhow::Result<bool> {
-        let Some(ingresses) = &self.ingresses else {
-            return Ok(false);
-        };
-        ingresses.wait_until_ready().await?;
-        let key = (virt.namespace().unwrap_or_default(), virt.name_any());
-        Ok(ingresses
-            .state()
-            .iter()
-            .any(|i| ingresses::secrets_of(i).contains(&key)))
-    }
-
-    async fn served_by_a_gateway(&self, ctx: &Ctx, virt: &Secret) -> anyhow::Result<bool> {
-        let Some(gateways) = &self.gateways else {
-            return Ok(false);
-        };
-        gateways.wait_until_ready().await?;
-        let key = (virt.namespace().unwrap_or_default(), virt.name_any());
-        Ok(gateways
-            .state()
-            .iter()
-            .any(|g| g.metadata.deletion_timestamp.is_none() && gateway::serves(ctx, g, &key)))
-    }
+/// Whether an object in `referrers` (when that kind is synced) `serves` Secret `virt`,
+/// once the cache has listed them.
+async fn served_by<K>(
+    referrers: &Option<Store<K>>,
+    virt: &Secret,
+    serves: impl Fn(&K, &Key) -> bool,
+) -> anyhow::Result<bool>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    let Some(referrers) = referrers else {
+        return Ok(false);
+    };
+    referrers.wait_until_ready().await?;
+    let key = (virt.namespace().unwrap_or_default(), virt.name_any());
+    Ok(referrers.state().iter().any(|r| serves(r, &key)))
 }
 
 /// The Secrets a pod uses (volumes, env, image pull secrets), as keys to queue.
@@ -69,8 +62,14 @@ impl Syncer for Secrets {
     async fn desired(&self, ctx: &Ctx, virt: &Secret) -> anyhow::Result<Decision<Secret>> {
         if !ctx.config.sync.to_host.secrets.all
             && !used_by_a_synced_pod(ctx, &self.pods, virt, used_by).await?
-            && !self.served_by_an_ingress(virt).await?
-            && !self.served_by_a_gateway(ctx, virt).await?
+            && !served_by(&self.ingresses, virt, |i, key| {
+                ingresses::secrets_of(i).contains(key)
+            })
+            .await?
+            && !served_by(&self.gateways, virt, |g, key| {
+                g.metadata.deletion_timestamp.is_none() && gateway::serves(ctx, g, key)
+            })
+            .await?
         {
             return Ok(Decision::Skip);
         }
