@@ -23,7 +23,7 @@ use vnest_crds::patch::PodPatches;
 use crate::{
     custom::{self, Resolved},
     dns,
-    engine::{self, Ctx, Follower, Key, PodReference, Queue, Referrals, Syncer, Watches},
+    engine::{self, Ctx, Key, PodReference, Queue, Referrals, Syncer, Watches},
     resources::{
         configmaps::{self, ConfigMaps},
         endpoints::{self, EndpointsSyncer},
@@ -105,19 +105,19 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
         services.host.clone(),
     );
     let mut engines: Vec<BoxFuture<'static, ()>> = Vec::new();
-    let mut pod_followers: Vec<Follower<Pod>> = Vec::new();
+    let mut pod_followers: Vec<Referrals<Pod>> = Vec::new();
     let mut pod_references: Vec<PodReference> = Vec::new();
-    let mut service_followers: Vec<Follower<Service>> = Vec::new();
+    let mut service_followers: Vec<Referrals<Service>> = Vec::new();
     // Without synced pods, "used by a pod" never holds: only `all` makes these useful.
     let referenced = |enabled: bool, all: bool| enabled && (to_host.pods.enabled || all);
     let mut tasks: Vec<BoxFuture<'static, ()>> = Vec::new();
     let ingresses = Watches::<Ingress>::default();
-    let mut ingress_followers: Vec<Follower<Ingress>> = Vec::new();
+    let mut ingress_followers: Vec<Referrals<Ingress>> = Vec::new();
     let virtual_ingresses = to_host.ingresses.enabled.then(|| ingresses.virt.clone());
 
     if referenced(to_host.configmaps.enabled, to_host.configmaps.all) {
         let queue = Queue::default();
-        pod_followers.push((queue.clone(), configmaps::used_by));
+        pod_followers.push(Referrals::new(queue.clone(), configmaps::used_by));
         let syncer = ConfigMaps {
             pods: virtual_pods.clone(),
         };
@@ -141,9 +141,9 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
     let tls = to_host.ingresses.enabled && to_host.secrets.enabled;
     if referenced(to_host.secrets.enabled, to_host.secrets.all) || tls || gateways.is_some() {
         let queue = Queue::default();
-        pod_followers.push((queue.clone(), secrets::used_by));
+        pod_followers.push(Referrals::new(queue.clone(), secrets::used_by));
         if tls {
-            ingress_followers.push((queue.clone(), ingresses::secrets_of));
+            ingress_followers.push(Referrals::new(queue.clone(), ingresses::secrets_of));
         }
         if gateways.is_some() {
             gateway_referrals.push(Referrals::new(
@@ -167,7 +167,7 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
     }
     if to_host.endpoints.enabled && to_host.services.enabled {
         let queue = Queue::default();
-        service_followers.push((queue.clone(), endpoints::of_service));
+        service_followers.push(Referrals::new(queue.clone(), endpoints::of_service));
         let syncer = EndpointsSyncer {
             services: virtual_services,
         };
@@ -183,7 +183,7 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
     let mut selector_endpoints_task: Option<BoxFuture<'static, ()>> = None;
     if to_host.endpoints.enabled && to_host.services.enabled && to_host.pods.enabled {
         let queue = Queue::default();
-        service_followers.push((queue.clone(), endpoints::of_service));
+        service_followers.push(Referrals::new(queue.clone(), endpoints::of_service));
         let caches = selector_endpoints::Caches {
             virt_services: services.virt.clone(),
             host_services: services.host.clone(),
@@ -219,12 +219,12 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
     let mut node_task: Option<BoxFuture<'static, ()>> = None;
     if ctx.config.sync.from_host.nodes.enabled {
         let queue = Queue::default();
-        pod_followers.push((queue.clone(), nodes::node_of));
+        pod_followers.push(Referrals::new(queue.clone(), nodes::node_of));
         let pods = to_host.pods.enabled.then(|| pods.virt.clone());
         node_task = Some(Box::pin(real_nodes::run(ctx.clone(), pods, queue)));
     } else if to_host.pods.enabled {
         let queue = Queue::default();
-        pod_followers.push((queue.clone(), nodes::node_of));
+        pod_followers.push(Referrals::new(queue.clone(), nodes::node_of));
         node_task = Some(Box::pin(nodes::run(ctx.clone(), pods.virt.clone(), queue)));
     }
     // Host events about synced pods, shown on the virtual pods.
@@ -263,7 +263,7 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
             ctx.clone(),
             claims,
             Queue::default(),
-            vec![(volumes.clone(), pvcs::volume_of)],
+            vec![Referrals::new(volumes.clone(), pvcs::volume_of)],
         )));
         engines.push(Box::pin(from_host::run(pvs, ctx.clone(), volumes)));
     }

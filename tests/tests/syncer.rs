@@ -11,7 +11,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Node, Pod, Secret, Service};
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, ListParams},
+    api::{DeleteParams, ListParams, Patch, PatchParams},
 };
 use serde_json::{Value, json};
 use vnest_crds::meta::{
@@ -223,6 +223,39 @@ async fn tenant_workloads_run_on_the_host_and_report_back() {
             .ok_or("old copy".to_string())
     })
     .await;
+
+    // A changed label, image and deadline reach the running host pod, the rest of its spec
+    // intact (the syncer caches host pods trimmed and reads the whole pod to update it).
+    let change = json!({
+        "metadata": { "labels": { "tier": "front" } },
+        "spec": {
+            "activeDeadlineSeconds": 36000,
+            "containers": [{ "name": "app", "image": "nginx:1.27" }],
+        },
+    });
+    virt_pods
+        .patch("web-0", &PatchParams::default(), &Patch::Strategic(change))
+        .await
+        .unwrap();
+    wait::until("host web-0 updated", TIMEOUT, || async {
+        let p = present(&host_pods, s.host_name("web-0")).await?;
+        let spec = p.spec.clone().unwrap_or_default();
+        let seen = (
+            p.labels().get("tier").cloned(),
+            spec.containers[0].image.clone(),
+            spec.active_deadline_seconds,
+        );
+        (seen == (Some("front".into()), Some("nginx:1.27".into()), Some(36000)))
+            .then_some(spec)
+            .ok_or(format!("{seen:?}"))
+    })
+    .await;
+    let updated = host_pods.get(&s.host_name("web-0")).await.unwrap();
+    let env_from = updated.spec.unwrap().containers[0].env_from.clone();
+    assert_eq!(
+        env_from.unwrap()[0].config_map_ref.as_ref().unwrap().name,
+        s.host_name("settings")
+    );
 
     // A host pod that ends takes its virtual pod with it (vCluster behaviour) ...
     delete(&host_pods, &s.host_name("web-0")).await;

@@ -385,7 +385,8 @@ async fn tenant_priority_classes_reach_the_host_and_pods_use_them() {
 
 /// Ingress round trip: the host copy routes to the host copies of the Service and TLS
 /// Secret and keeps its class, follows an update, shows the controller's load-balancer
-/// address to the tenant, and is removed at restart when the tenant deleted it meanwhile.
+/// address to the tenant, takes its TLS Secret's host copy away when the TLS entry goes, and
+/// is removed at restart when the tenant deleted it meanwhile.
 #[tokio::test]
 async fn ingresses_round_trip_with_their_tls_secret_and_status() {
     let s = setup("res-ing", syncing_to_host("ingresses")).await;
@@ -461,6 +462,29 @@ async fn ingresses_round_trip_with_their_tls_secret_and_status() {
             .then_some(())
             .ok_or(format!("{ip:?}"))
     })
+    .await;
+
+    // A dropped TLS entry takes its host Secret away at once (well before the five-minute
+    // resync), and a TLS entry added back brings it back.
+    let tls = |tls: serde_json::Value| json!({ "spec": { "tls": tls } });
+    merge_patch(&virt_ingresses, "web", tls(serde_json::Value::Null)).await;
+    wait::until(
+        "host TLS secret gone with the TLS entry",
+        TIMEOUT,
+        || async { absent(&host_secrets, &tls_name).await },
+    )
+    .await;
+    merge_patch(
+        &virt_ingresses,
+        "web",
+        tls(json!([{ "hosts": ["shop.example.com"], "secretName": "tls" }])),
+    )
+    .await;
+    wait::until(
+        "host TLS secret back with the TLS entry",
+        TIMEOUT,
+        || async { present(&host_secrets, &tls_name).await },
+    )
     .await;
 
     // Deleted while the syncer is down: gone from the host, with its Secret, after restart.

@@ -221,6 +221,11 @@ pub trait Syncer: Send + Sync + 'static {
         async { Ok(false) }
     }
 
+    /// Drops from a host copy, before it is cached, what no sync reads from the cache (pods
+    /// keep of their spec only the node and the fields an update may change). A kind that
+    /// trims is read live before an update, which is built from the whole object.
+    const TRIM_HOST: Option<fn(&mut Self::K)> = None;
+
     /// How a host copy is deleted (pods pass on the virtual grace period).
     fn delete_params(&self, _virt: Option<&Self::K>) -> DeleteParams {
         DeleteParams::default()
@@ -247,9 +252,6 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Default for Watches<K> {
         }
     }
 }
-
-/// More keys to queue when a virtual object changes (pods → the ConfigMaps they use).
-pub type Follower<K> = (Queue, fn(&K) -> Vec<Key>);
 
 fn key_of<K: Resource>(obj: &K) -> Key {
     (obj.namespace().unwrap_or_default(), obj.name_any())

@@ -113,6 +113,23 @@ impl<S: Syncer> Engine<S> {
         })
     }
 
+    /// The whole host copy: `cached` itself, or read live for a kind whose cache is trimmed.
+    async fn untrimmed(
+        &self,
+        host_name: &str,
+        cached: Arc<S::K>,
+    ) -> anyhow::Result<Option<Arc<S::K>>> {
+        if S::TRIM_HOST.is_none() {
+            return Ok(Some(cached));
+        }
+        let live = self
+            .host_api()
+            .get_opt(host_name)
+            .await
+            .with_context(|| format!("failed to read host {} {host_name}", S::KIND))?;
+        Ok(live.map(Arc::new))
+    }
+
     /// Whether the virtual object is really gone (not just missing from a trailing cache).
     async fn virtual_gone(&self, key: &Key) -> anyhow::Result<bool> {
         let live = self
@@ -227,7 +244,12 @@ impl<S: Syncer> Engine<S> {
                     // Labels are compared whole, so one the tenant removed goes from the host.
                     let labels_differ = h.labels() != desired.labels();
                     if labels_differ || self.syncer.needs_update(&h, &desired) {
-                        self.apply(&self.syncer.update_body(&h, desired)).await?;
+                        let Some(actual) = self.untrimmed(&host_name, h.clone()).await? else {
+                            // Gone since it was cached: its delete event queues the key again.
+                            return Ok(());
+                        };
+                        self.apply(&self.syncer.update_body(&actual, desired))
+                            .await?;
                     }
                     self.syncer.back(&self.ctx, &virt, &h).await?;
                 }

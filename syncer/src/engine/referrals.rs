@@ -1,7 +1,8 @@
-//! References one kind makes to another (a Gateway to its certificate Secrets), queued on
-//! the other kind's engine whenever the referring object changes: what it names now and
-//! what it named when last seen, so a dropped reference reconciles the object it named (its
-//! host copy may have to go) at once rather than at the next resync.
+//! References one kind makes to another (a pod to its ConfigMaps, an Ingress or a Gateway to
+//! its certificate Secrets), queued on the other kind's engine whenever the referring object
+//! changes: what it names now and what it named when last seen, so a dropped reference
+//! reconciles the object it named (its host copy may have to go) at once rather than at the
+//! next resync.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -16,7 +17,7 @@ use super::{Key, Queue, key_of};
 pub struct Referrals<K> {
     queue: Queue,
     of: fn(&K) -> Vec<Key>,
-    /// What each referring object named when last seen.
+    /// What each referring object named when last seen (objects naming nothing are left out).
     last: Mutex<HashMap<Key, Vec<Key>>>,
 }
 
@@ -35,7 +36,7 @@ impl<K: Resource> Referrals<K> {
         let now = (self.of)(obj);
         let before = {
             let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-            if deleted {
+            if deleted || now.is_empty() {
                 last.remove(&key_of(obj))
             } else {
                 last.insert(key_of(obj), now.clone())
@@ -111,6 +112,20 @@ mod tests {
         assert_eq!(drain(&queue).await, ["a"]);
         referrals.touched(&referring(&["a"]), true);
         assert_eq!(drain(&queue).await, ["a"]);
+        referrals.touched(&referring(&[]), false);
+        assert!(drain(&queue).await.is_empty());
+    }
+
+    /// An object that stops naming anything queues what it named once, and is not kept.
+    #[tokio::test]
+    async fn an_object_naming_nothing_queues_its_last_references_once() {
+        let queue = Queue::default();
+        let referrals = Referrals::new(queue.clone(), named);
+        referrals.touched(&referring(&["a"]), false);
+        assert_eq!(drain(&queue).await, ["a"]);
+        referrals.touched(&referring(&[]), false);
+        assert_eq!(drain(&queue).await, ["a"]);
+        assert!(referrals.last.lock().unwrap().is_empty());
         referrals.touched(&referring(&[]), false);
         assert!(drain(&queue).await.is_empty());
     }

@@ -11,13 +11,14 @@ use futures::{Stream, StreamExt, TryStreamExt, stream};
 use kube::{
     Api, Resource, ResourceExt,
     runtime::{
+        WatchStreamExt,
         reflector::{ObjectRef, Store, reflector},
         watcher,
     },
 };
 use vnest_crds::translate::managed_by_selector;
 
-use super::{Ctx, Follower, Key, Queue, Syncer, Watches, key_of, reconcile::Engine, virtual_key};
+use super::{Ctx, Key, Queue, Referrals, Syncer, Watches, key_of, reconcile::Engine, virtual_key};
 use crate::cache;
 
 /// Workers per resource type: reconciles mostly wait on the API, so more than cores.
@@ -178,7 +179,7 @@ pub async fn run<S: Syncer>(
     ctx: Arc<Ctx>,
     watches: Watches<S::K>,
     queue: Queue,
-    followers: Vec<Follower<S::K>>,
+    followers: Vec<Referrals<S::K>>,
 ) {
     let engine = Arc::new(Engine {
         syncer,
@@ -210,27 +211,31 @@ pub async fn run<S: Syncer>(
     let host_events = cache::watch(
         Api::<S::K>::namespaced(ctx.host.clone(), &ctx.target.host_namespace),
         host_config,
-    );
+    )
+    .modify(|o| S::TRIM_HOST.into_iter().for_each(|trim| trim(o)));
     let events = stream::select(
         side(Side::Virtual, reflector(watches.virt_writer, virt_events)),
         side(Side::Host, reflector(watches.host_writer, host_events)),
     );
     let touched = {
-        let (host_store, target, queue) = (watches.host.clone(), ctx.target.clone(), queue.clone());
+        let (virt_store, host_store) = (watches.virt.clone(), watches.host.clone());
+        let (target, queue) = (ctx.target.clone(), queue.clone());
         move |side: Side, obj: &S::K| match side {
             Side::Virtual => {
                 // A virtual object without a host copy yet goes first: creation latency is
                 // what tenants feel, status follow-ups of earlier objects can wait.
                 let key = key_of(obj);
+                // The cache has taken the event in already: gone from it means deleted.
+                let deleted = virt_store
+                    .get(&ObjectRef::new(&key.1).within(&key.0))
+                    .is_none();
+                followers.iter().for_each(|r| r.touched(obj, deleted));
                 let host_name = target.host_name(&key.1, &key.0);
                 let copy = ObjectRef::new(&host_name).within(&target.host_namespace);
                 if host_store.get(&copy).is_none() {
                     queue.push_urgent(key);
                 } else {
                     queue.push(key);
-                }
-                for (q, keys) in &followers {
-                    keys(obj).into_iter().for_each(|k| q.push(k));
                 }
             }
             Side::Host => {

@@ -4,7 +4,7 @@
 
 mod token;
 
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod, PodSpec, Service};
+use k8s_openapi::api::core::v1::{Binding, Container, ObjectReference, Pod, PodSpec, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     Api, ResourceExt,
@@ -27,6 +27,32 @@ use crate::{
     },
 };
 use token::Tokens;
+
+/// What the syncs read of a cached host pod: its metadata and status, and of its spec the
+/// node and what [`updated_spec`] compares (containers' names and images, the deadline, the
+/// tolerations). The rest of a host pod's spec is most of its weight.
+fn trim_host(pod: &mut Pod) {
+    let names_and_images = |containers: Vec<Container>| -> Vec<Container> {
+        containers
+            .into_iter()
+            .map(|c| Container {
+                name: c.name,
+                image: c.image,
+                ..Default::default()
+            })
+            .collect()
+    };
+    if let Some(spec) = pod.spec.take() {
+        pod.spec = Some(PodSpec {
+            node_name: spec.node_name,
+            containers: names_and_images(spec.containers),
+            init_containers: spec.init_containers.map(names_and_images),
+            active_deadline_seconds: spec.active_deadline_seconds,
+            tolerations: spec.tolerations,
+            ..Default::default()
+        });
+    }
+}
 
 /// The live host pod's spec with `desired`'s changes to its mutable fields, if any.
 fn spec_update(actual: &Pod, desired: &Pod) -> Option<PodSpec> {
@@ -155,6 +181,7 @@ impl Pods {
 impl Syncer for Pods {
     type K = Pod;
     const KIND: &'static str = "Pod";
+    const TRIM_HOST: Option<fn(&mut Pod)> = Some(trim_host);
 
     async fn desired(&self, ctx: &Ctx, virt: &Pod) -> anyhow::Result<Decision<Pod>> {
         let spec = virt.spec.clone().unwrap_or_default();
@@ -280,5 +307,57 @@ impl Syncer for Pods {
             Some(grace) => DeleteParams::default().grace_period(grace.max(0) as u32),
             None => DeleteParams::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host_pod_with_image(image: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "web-x-shop-x-vc", "annotations": { "a": "b" } },
+            "spec": {
+                "nodeName": "node-1",
+                "activeDeadlineSeconds": 30,
+                "tolerations": [{ "key": "k", "operator": "Exists" }],
+                "containers": [{
+                    "name": "app", "image": image,
+                    "env": [{ "name": "KUBERNETES_SERVICE_HOST", "value": "10.0.0.1" }],
+                    "volumeMounts": [{ "name": "token", "mountPath": "/var/run/secrets" }],
+                }],
+                "volumes": [{ "name": "token", "emptyDir": {} }],
+            },
+            "status": { "phase": "Running", "podIP": "10.1.0.7" },
+        }))
+        .unwrap()
+    }
+
+    /// The cache keeps a host pod's metadata, status, node and mutable fields and drops the
+    /// rest of its spec; an update is judged the same on the trimmed pod as on the whole one.
+    #[test]
+    fn a_trimmed_host_pod_needs_the_same_updates_as_the_whole_pod() {
+        let whole = host_pod_with_image("nginx:1");
+        let mut trimmed = whole.clone();
+        trim_host(&mut trimmed);
+        let spec = trimmed.spec.as_ref().unwrap();
+        assert_eq!(spec.node_name.as_deref(), Some("node-1"));
+        assert_eq!(spec.active_deadline_seconds, Some(30));
+        assert_eq!(spec.tolerations, whole.spec.as_ref().unwrap().tolerations);
+        assert_eq!(spec.containers[0].image.as_deref(), Some("nginx:1"));
+        assert!(spec.containers[0].env.is_none() && spec.volumes.is_none());
+        assert_eq!(
+            (&trimmed.metadata, &trimmed.status),
+            (&whole.metadata, &whole.status)
+        );
+
+        let unchanged = host_pod_with_image("nginx:1");
+        let new_image = host_pod_with_image("nginx:2");
+        assert!(spec_update(&trimmed, &unchanged).is_none());
+        assert!(spec_update(&whole, &unchanged).is_none());
+        assert!(spec_update(&trimmed, &new_image).is_some());
+        let update = spec_update(&whole, &new_image).expect("an image change");
+        assert_eq!(update.containers[0].image.as_deref(), Some("nginx:2"));
+        assert_eq!(update.volumes, whole.spec.unwrap().volumes);
     }
 }
