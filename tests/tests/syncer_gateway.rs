@@ -5,7 +5,7 @@
 //! missing Service gets an event naming it. No Gateway controller runs: the test writes the
 //! status one would.
 
-use std::process::Command;
+use std::{process::Command, time::Duration};
 
 use k8s_openapi::api::core::v1::{Event, Secret};
 use kube::{
@@ -310,7 +310,15 @@ async fn gateway_certificate_secrets_follow_the_gateway() {
     .await;
     // The Gateway that still names its Secret keeps it; the Secret nothing names, decided
     // on since its creation before the Gateways, never reached the host.
-    present(&host_secrets, s.host_name("late")).await.unwrap();
-    absent(&host_secrets, s.host_name("spare")).await.unwrap();
+    // Watched for a few seconds, not looked at once.
+    wait::holds(
+        "the named Secret's copy kept, the unnamed one's never made",
+        Duration::from_secs(5),
+        || async {
+            present(&host_secrets, s.host_name("late")).await?;
+            absent(&host_secrets, s.host_name("spare")).await
+        },
+    )
+    .await;
     s.teardown().await;
 }
