@@ -21,10 +21,11 @@ use vnest_crds::translate::managed_by_selector;
 use super::{Ctx, Key, Queue, Referrals, Syncer, Watches, key_of, reconcile::Engine, virtual_key};
 use crate::cache;
 
-/// Workers per resource type: reconciles mostly wait on the API, so more than cores. Sized by
-/// the syncer benchmark (syncer/README.md): at 1,000 pods, 16 left status 3–7 s behind the
-/// host, 64 cost 9 MiB more for a shorter queue, 32 sits between.
-const WORKERS: usize = 32;
+/// Workers per resource type: reconciles mostly wait on the API, so more than cores. The
+/// syncer benchmark (syncer/README.md) measured 32 and 64 as faster at 1,000 pods, but with 32
+/// the fault suite's ConfigMaps and Secrets stopped syncing (not yet diagnosed; 32 workers is
+/// past `join_all`'s 30 futures, from where only woken workers are polled): 16 until then.
+const WORKERS: usize = 16;
 /// Every key is reconciled again this often, whatever the watches say.
 pub const RESYNC: Duration = Duration::from_secs(300);
 
