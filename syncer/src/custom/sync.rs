@@ -111,13 +111,10 @@ pub async fn run_sharing(
     });
     let touched = {
         let runner = runner.clone();
-        move |side: Side, o: &DynamicObject| {
+        move |side: Side, o: &DynamicObject, deleted: bool| {
             let is_virt = side == Side::Virtual;
             if let Some(key) = runner.key_of(is_virt, o) {
                 if is_virt {
-                    // The cache has taken the event in already: gone from it means deleted.
-                    let cached = object_ref(&runner.res, &key.1, &key.0);
-                    let deleted = runner.virt.get(&cached).is_none();
                     referrals.iter().for_each(|r| r.touched(o, deleted));
                 }
                 runner.queue.push(key);

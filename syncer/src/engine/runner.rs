@@ -109,7 +109,8 @@ where
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
     /// Runs until the watches end: `events` (both sides, already through the reflectors that
-    /// fill the caches) queue keys through `touched` for every object they name, and through
+    /// fill the caches) queue keys through `touched` for every object they name (with whether
+    /// the event deleted it), and through
     /// `every_key` on a re-list (after the API server or etcd restarted, or a watch expired,
     /// no event names an object deleted while the watch was down: every key is reconciled
     /// then, or a copy deleted in that gap stays wrong until the next resync). Once both
@@ -124,7 +125,7 @@ where
         reconcile: R,
     ) where
         E: Stream<Item = (Side, Event<K>)> + Send + 'static,
-        T: Fn(Side, &K) + Send + 'static,
+        T: Fn(Side, &K, bool) + Send + 'static,
         A: Fn() + Clone + Send + Sync + 'static,
         R: Fn(Key) -> Fut,
         Fut: Future<Output = anyhow::Result<()>>,
@@ -160,13 +161,12 @@ fn dispatch<K>(
     kind: &str,
     side: Side,
     event: Event<K>,
-    touched: &impl Fn(Side, &K),
+    touched: &impl Fn(Side, &K, bool),
     every_key: &impl Fn(),
 ) {
     match event {
-        Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o)) => {
-            touched(side, &o)
-        }
+        Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => touched(side, &o, false),
+        Ok(watcher::Event::Delete(o)) => touched(side, &o, true),
         Ok(watcher::Event::InitDone) => every_key(),
         Ok(_) => {}
         Err(e) => {
@@ -221,17 +221,12 @@ pub async fn run<S: Syncer>(
         side(Side::Host, reflector(watches.host_writer, host_events)),
     );
     let touched = {
-        let (virt_store, host_store) = (watches.virt.clone(), watches.host.clone());
-        let (target, queue) = (ctx.target.clone(), queue.clone());
-        move |side: Side, obj: &S::K| match side {
+        let (host_store, target, queue) = (watches.host.clone(), ctx.target.clone(), queue.clone());
+        move |side: Side, obj: &S::K, deleted: bool| match side {
             Side::Virtual => {
                 // A virtual object without a host copy yet goes first: creation latency is
                 // what tenants feel, status follow-ups of earlier objects can wait.
                 let key = key_of(obj);
-                // The cache has taken the event in already: gone from it means deleted.
-                let deleted = virt_store
-                    .get(&ObjectRef::new(&key.1).within(&key.0))
-                    .is_none();
                 followers.iter().for_each(|r| r.touched(obj, deleted));
                 let host_name = target.host_name(&key.1, &key.0);
                 let copy = ObjectRef::new(&host_name).within(&target.host_namespace);
@@ -301,13 +296,16 @@ mod tests {
         }
     }
 
-    /// Objects an event names are queued from their side; a re-list (`InitDone`) queues
+    /// Objects an event names are queued from their side, a delete marked as one; a re-list
+    /// (`InitDone`) queues
     /// every key, since no event names what was deleted while the watch was down.
     #[test]
     fn a_relist_reconciles_every_key() {
         let seen = RefCell::new(Vec::new());
-        let touched = |side: Side, o: &ConfigMap| {
-            seen.borrow_mut().push(format!("{side:?} {}", o.name_any()))
+        let touched = |side: Side, o: &ConfigMap, deleted: bool| {
+            let gone = if deleted { " deleted" } else { "" };
+            seen.borrow_mut()
+                .push(format!("{side:?} {}{gone}", o.name_any()))
         };
         let every_key = || seen.borrow_mut().push("every key".to_string());
         let events = [
@@ -322,7 +320,7 @@ mod tests {
         }
         assert_eq!(
             seen.into_inner(),
-            ["Virtual a", "Host b", "Host c", "every key"]
+            ["Virtual a", "Host b deleted", "Host c", "every key"]
         );
     }
 }

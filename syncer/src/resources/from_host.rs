@@ -120,7 +120,7 @@ pub async fn run<M: Mirror>(mirror: M, ctx: Arc<Ctx>, queue: Queue) {
     );
     let touched = {
         let queue = queue.clone();
-        move |_: Side, o: &M::K| queue.push(name_key(o))
+        move |_: Side, o: &M::K, _deleted: bool| queue.push(name_key(o))
     };
     let every_key = {
         let (host, virt, queue) = (host.clone(), virt.clone(), queue.clone());
