@@ -237,7 +237,7 @@ async fn tenant_workloads_run_on_the_host_and_report_back() {
         .patch("web-0", &PatchParams::default(), &Patch::Strategic(change))
         .await
         .unwrap();
-    wait::until("host web-0 updated", TIMEOUT, || async {
+    let updated = wait::until("host web-0 updated", TIMEOUT, || async {
         let p = present(&host_pods, s.host_name("web-0")).await?;
         let spec = p.spec.clone().unwrap_or_default();
         let seen = (
@@ -250,8 +250,7 @@ async fn tenant_workloads_run_on_the_host_and_report_back() {
             .ok_or(format!("{seen:?}"))
     })
     .await;
-    let updated = host_pods.get(&s.host_name("web-0")).await.unwrap();
-    let env_from = updated.spec.unwrap().containers[0].env_from.clone();
+    let env_from = updated.containers[0].env_from.clone();
     assert_eq!(
         env_from.unwrap()[0].config_map_ref.as_ref().unwrap().name,
         s.host_name("settings")
