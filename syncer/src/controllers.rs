@@ -16,11 +16,12 @@ use k8s_openapi::api::{
     scheduling::v1::PriorityClass,
     storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass},
 };
-use kube::{api::DynamicObject, discovery::ApiResource, runtime::reflector::store::Writer};
+use kube::{api::DynamicObject, discovery::ApiResource};
 
 use vnest_crds::patch::PodPatches;
 
 use crate::{
+    cache,
     custom::{self, Resolved},
     dns,
     engine::{self, Ctx, Key, PodReference, Queue, Referrals, Syncer, Watches},
@@ -136,7 +137,7 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
         .iter()
         .find(|r| r.gateway == Some(gateway::Kind::Gateway))
         .filter(|_| to_host.secrets.enabled)
-        .map(|r| (r.clone(), Writer::new(r.resource.clone())));
+        .map(|r| (r.clone(), cache::store_of(r.resource.clone())));
     let mut gateway_referrals: Vec<Referrals<DynamicObject>> = Vec::new();
     let tls = to_host.ingresses.enabled && to_host.secrets.enabled;
     if referenced(to_host.secrets.enabled, to_host.secrets.all) || tls || gateways.is_some() {
@@ -154,7 +155,7 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
         let syncer = Secrets {
             pods: virtual_pods,
             ingresses: virtual_ingresses,
-            gateways: gateways.as_ref().map(|(_, w)| w.as_reader()),
+            gateways: gateways.as_ref().map(|(_, (virt, _))| virt.clone()),
         };
         engines.push(referenced_engine(
             syncer,
@@ -324,10 +325,10 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
     for resource in custom {
         let run: BoxFuture<'static, ()> = match gateways.take_if(|(r, _)| Arc::ptr_eq(r, &resource))
         {
-            Some((_, writer)) => Box::pin(custom::sync::run_sharing(
+            Some((_, virt_cache)) => Box::pin(custom::sync::run_sharing(
                 ctx.clone(),
                 resource,
-                writer,
+                virt_cache,
                 std::mem::take(&mut gateway_referrals),
             )),
             None => Box::pin(custom::sync::run(ctx.clone(), resource)),

@@ -10,7 +10,7 @@ use kube::{
     Api, Client, Resource, ResourceExt,
     api::{DeleteParams, DynamicObject},
     runtime::{
-        reflector::{self, ObjectRef, Store, reflector},
+        reflector::{ObjectRef, reflector, store::Writer},
         watcher,
     },
 };
@@ -23,6 +23,7 @@ use vnest_crds::{
 use super::{gateway, key::Direction, object, resolve::Resolved};
 use crate::{
     cache,
+    cache::Cache,
     engine::{
         self, Ctx, Key, Queue, Referrals, is_not_found,
         runner::{self, Loop, Side},
@@ -36,8 +37,8 @@ const WORKERS: usize = 4;
 struct Runner {
     ctx: Arc<Ctx>,
     res: Arc<Resolved>,
-    virt: Store<DynamicObject>,
-    host: Store<DynamicObject>,
+    virt: Cache<DynamicObject>,
+    host: Cache<DynamicObject>,
     queue: Queue,
 }
 
@@ -60,22 +61,21 @@ fn object_ref(res: &Resolved, name: &str, namespace: &str) -> ObjectRef<DynamicO
 
 /// Runs the sync of `res` until its watches end.
 pub async fn run(ctx: Arc<Ctx>, res: Arc<Resolved>) {
-    let virt_writer = reflector::store::Writer::new(res.resource.clone());
-    run_sharing(ctx, res, virt_writer, Vec::new()).await;
+    let virt_cache = cache::store_of(res.resource.clone());
+    run_sharing(ctx, res, virt_cache, Vec::new()).await;
 }
 
-/// As [`run`], filling the virtual cache through `virt_writer` (another sync reads it) and
+/// As [`run`], filling the virtual cache through its writer (another sync reads it) and
 /// handing every virtual object that changes to `referrals` (another sync follows what it
 /// names).
 pub async fn run_sharing(
     ctx: Arc<Ctx>,
     res: Arc<Resolved>,
-    virt_writer: reflector::store::Writer<DynamicObject>,
+    (virt, virt_writer): (Cache<DynamicObject>, Writer<DynamicObject>),
     referrals: Vec<Referrals<DynamicObject>>,
 ) {
     let kind = res.name();
-    let host_writer = reflector::store::Writer::new(res.resource.clone());
-    let (virt, host) = (virt_writer.as_reader(), host_writer.as_reader());
+    let (host, host_writer) = cache::store_of(res.resource.clone());
     let (virt_config, host_api, host_config) = match res.direction {
         Direction::ToHost => (
             watcher::Config::default(),

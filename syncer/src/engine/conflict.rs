@@ -1,13 +1,10 @@
 //! Name conflicts: two virtual objects whose names translate to one host name. The first
 //! owner keeps the host copy; the other is refused, and so is a pod using it.
 
-use kube::{
-    Resource,
-    runtime::reflector::{ObjectRef, Store},
-};
+use kube::{Resource, runtime::reflector::ObjectRef};
 
 use super::{Key, virtual_key};
-use crate::translate::Target;
+use crate::{cache::Cache, translate::Target};
 
 /// The other virtual object a host copy belongs to, when its annotations name one that is
 /// not `key`: two virtual names translate to one host name (`a-x-b` in `c`, `a` in `b-x-c`).
@@ -52,7 +49,7 @@ impl PodReference {
     pub fn new<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static>(
         kind: &'static str,
         used_by: fn(&k8s_openapi::api::core::v1::Pod) -> Vec<Key>,
-        host: Store<K>,
+        host: Cache<K>,
         target: Target,
     ) -> Self {
         let owner_of = move |k: &Key| {

@@ -27,7 +27,7 @@ use kube::{
     api::{DeleteParams, Patch, PatchParams},
     runtime::{
         events::{Event as KubeEvent, EventType, Recorder},
-        reflector::{self, Store},
+        reflector::{self},
     },
 };
 use serde::{Serialize, de::DeserializeOwned};
@@ -38,6 +38,8 @@ use vnest_crds::{
 };
 
 use crate::{metrics::Metrics, translate::Target};
+
+use crate::cache::Cache;
 pub use conflict::{OwnerOf, PodReference, conflict_note, conflicted_reference, name_conflict};
 pub use queue::{Key, Queue};
 pub use referrals::Referrals;
@@ -234,16 +236,16 @@ pub trait Syncer: Send + Sync + 'static {
 
 /// Caches of one type on both sides; make them first so other syncers can read them.
 pub struct Watches<K: Resource<DynamicType = ()> + Clone + 'static> {
-    pub virt: Store<K>,
-    pub host: Store<K>,
+    pub virt: Cache<K>,
+    pub host: Cache<K>,
     virt_writer: reflector::store::Writer<K>,
     host_writer: reflector::store::Writer<K>,
 }
 
-impl<K: Resource<DynamicType = ()> + Clone + 'static> Default for Watches<K> {
+impl<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static> Default for Watches<K> {
     fn default() -> Self {
-        let (virt, virt_writer) = reflector::store();
-        let (host, host_writer) = reflector::store();
+        let (virt, virt_writer) = crate::cache::store();
+        let (host, host_writer) = crate::cache::store();
         Watches {
             virt,
             host,

@@ -7,11 +7,7 @@ use std::{
 };
 
 use anyhow::Context as _;
-use kube::{
-    Api, Resource, ResourceExt,
-    api::DeleteParams,
-    runtime::reflector::{ObjectRef, Store},
-};
+use kube::{Api, Resource, ResourceExt, api::DeleteParams, runtime::reflector::ObjectRef};
 use vnest_crds::meta::ANNOTATION_OBJECT_UID;
 
 use super::{
@@ -19,11 +15,13 @@ use super::{
     name_conflict, runner::push_every_key,
 };
 
+use crate::cache::Cache;
+
 pub(super) struct Engine<S: Syncer> {
     pub(super) syncer: S,
     pub(super) ctx: Arc<Ctx>,
-    pub(super) virt: Store<S::K>,
-    pub(super) host: Store<S::K>,
+    pub(super) virt: Cache<S::K>,
+    pub(super) host: Cache<S::K>,
     pub(super) queue: Queue,
     /// Refusals already reported, so a level-triggered loop does not repeat its event.
     pub(super) reported: Mutex<HashSet<(String, String)>>,

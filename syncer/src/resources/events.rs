@@ -10,7 +10,7 @@ use kube::{
     Api, ResourceExt,
     runtime::{
         WatchStreamExt,
-        reflector::{self, ObjectRef, Store},
+        reflector::{self, ObjectRef},
         watcher,
     },
 };
@@ -18,6 +18,7 @@ use vnest_crds::meta::{ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_NAMESPACE};
 
 use crate::{
     cache,
+    cache::Cache,
     engine::{self, Ctx, Queue},
     translate::event::{VirtualObject, is_own, virtual_event},
 };
@@ -27,9 +28,9 @@ const WORKERS: usize = 4;
 
 struct Copier {
     ctx: Arc<Ctx>,
-    events: Store<Event>,
-    host_pods: Store<Pod>,
-    virt_pods: Store<Pod>,
+    events: Cache<Event>,
+    host_pods: Cache<Pod>,
+    virt_pods: Cache<Pod>,
     /// Host event name → the resourceVersion last copied, so an unchanged event (a resync,
     /// a restart's first list) is not written again. Dropped when the host event goes.
     copied: Mutex<HashMap<String, String>>,
@@ -100,9 +101,9 @@ impl Copier {
 
 /// Copies host pod events until the watch ends; `host_pods` and `virt_pods` are the pod
 /// engine's caches.
-pub async fn run(ctx: Arc<Ctx>, host_pods: Store<Pod>, virt_pods: Store<Pod>) {
+pub async fn run(ctx: Arc<Ctx>, host_pods: Cache<Pod>, virt_pods: Cache<Pod>) {
     let queue = Queue::default();
-    let (events, writer) = reflector::store();
+    let (events, writer) = crate::cache::store();
     let api: Api<Event> = Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
     let config = watcher::Config::default().fields("involvedObject.kind=Pod");
     let watch = reflector::reflector(writer, cache::watch(api, config))

@@ -12,7 +12,7 @@ use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, Patch, PatchParams},
     runtime::{
-        reflector::{self, ObjectRef, Store, reflector},
+        reflector::{ObjectRef, reflector},
         watcher,
     },
 };
@@ -21,6 +21,7 @@ use vnest_crds::containment::covers;
 
 use crate::{
     cache,
+    cache::Cache,
     engine::{
         self, Ctx, Key, Object, Queue, is_not_found,
         runner::{self, Loop, Side},
@@ -86,14 +87,14 @@ fn name_key<K: Resource>(obj: &K) -> Key {
 struct Runner<M: Mirror> {
     mirror: M,
     ctx: Arc<Ctx>,
-    host: Store<M::K>,
-    virt: Store<M::K>,
+    host: Cache<M::K>,
+    virt: Cache<M::K>,
 }
 
 /// Queues the name of every host object and every virtual copy.
 fn push_every_key<K: Resource<DynamicType = ()> + Clone>(
-    host: &Store<K>,
-    virt: &Store<K>,
+    host: &Cache<K>,
+    virt: &Cache<K>,
     queue: &Queue,
 ) {
     for o in host.state().iter().chain(virt.state().iter()) {
@@ -104,8 +105,8 @@ fn push_every_key<K: Resource<DynamicType = ()> + Clone>(
 /// Runs the fromHost sync of `mirror` until its watches end; `queue` may also be fed by
 /// other engines (a virtual claim's binding queues its volume).
 pub async fn run<M: Mirror>(mirror: M, ctx: Arc<Ctx>, queue: Queue) {
-    let (host, host_writer) = reflector::store();
-    let (virt, virt_writer) = reflector::store();
+    let (host, host_writer) = crate::cache::store();
+    let (virt, virt_writer) = crate::cache::store();
     let host_events = cache::watch(
         Api::<M::K>::all(ctx.host.clone()),
         watcher::Config::default(),

@@ -23,7 +23,6 @@ pub mod services;
 use kube::{
     Api, Resource, ResourceExt,
     api::{Patch, PatchParams},
-    runtime::reflector::Store,
 };
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -31,6 +30,7 @@ use k8s_openapi::{NamespaceResourceScope, api::core::v1::Pod};
 use vnest_crds::containment::covers;
 
 use crate::{
+    cache::Cache,
     engine::{Ctx, Key},
     translate::pod_security,
 };
@@ -48,7 +48,7 @@ fn is_synced(ctx: &Ctx, pod: &Pod) -> bool {
 /// needed; waits for the pod cache's first list.
 async fn used_by_a_synced_pod<K: Resource>(
     ctx: &Ctx,
-    pods: &Store<Pod>,
+    pods: &Cache<Pod>,
     virt: &K,
     uses: fn(&Pod) -> Vec<Key>,
 ) -> anyhow::Result<bool> {

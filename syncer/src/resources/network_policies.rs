@@ -6,30 +6,31 @@ use k8s_openapi::api::{core::v1::Namespace, networking::v1::NetworkPolicy};
 use kube::{
     Api, ResourceExt,
     runtime::{
-        reflector::{self, Store},
+        reflector::{self},
         watcher,
     },
 };
 
 use crate::{
     cache,
+    cache::Cache,
     engine::{Ctx, Decision, Queue, Syncer},
     translate::network_policy::{NamespaceLabels, host_network_policy},
 };
 
 pub struct NetworkPolicies {
     /// Virtual Namespaces, to resolve namespace selectors.
-    pub namespaces: Store<Namespace>,
+    pub namespaces: Cache<Namespace>,
 }
 
 /// A cache of the virtual Namespaces and the task filling it; every namespace change queues
 /// every virtual policy in `policies` again.
 pub fn watch_namespaces(
     ctx: &Ctx,
-    policies: Store<NetworkPolicy>,
+    policies: Cache<NetworkPolicy>,
     queue: Queue,
-) -> (Store<Namespace>, BoxFuture<'static, ()>) {
-    let (store, writer) = reflector::store();
+) -> (Cache<Namespace>, BoxFuture<'static, ()>) {
+    let (store, writer) = crate::cache::store();
     let events = cache::watch(
         Api::<Namespace>::all(ctx.virt.clone()),
         watcher::Config::default(),

@@ -8,11 +8,11 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{
     Api,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
-    runtime::reflector::Store,
 };
 use serde_json::json;
 
 use crate::{
+    cache::Cache,
     engine::{self, Ctx, Key, Queue, is_not_found},
     translate::node::{LABEL_FAKE_NODE, minimal_node, without_condition_taints},
 };
@@ -33,7 +33,7 @@ pub(crate) async fn pods_anywhere_on(ctx: &Ctx, node: &str) -> anyhow::Result<bo
     Ok(!anywhere.items.is_empty())
 }
 
-async fn reconcile(ctx: &Ctx, pods: &Store<Pod>, node: &str) -> anyhow::Result<()> {
+async fn reconcile(ctx: &Ctx, pods: &Cache<Pod>, node: &str) -> anyhow::Result<()> {
     let api: Api<Node> = Api::all(ctx.virt.clone());
     let on_node: Vec<_> = pods
         .state()
@@ -85,7 +85,7 @@ async fn reconcile(ctx: &Ctx, pods: &Store<Pod>, node: &str) -> anyhow::Result<(
 }
 
 /// Reconciles virtual nodes as `queue` names them, once the pod cache is synced.
-pub async fn run(ctx: Arc<Ctx>, pods: Store<Pod>, queue: Queue) {
+pub async fn run(ctx: Arc<Ctx>, pods: Cache<Pod>, queue: Queue) {
     if pods.wait_until_ready().await.is_err() {
         return;
     }

@@ -3,25 +3,23 @@
 //! host keeps it (Released under `Retain`) and goes when the host volume goes.
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use kube::{
-    ResourceExt,
-    runtime::reflector::{ObjectRef, Store},
-};
+use kube::{ResourceExt, runtime::reflector::ObjectRef};
 use vnest_crds::meta::{
     ANNOTATION_OBJECT_NAME, ANNOTATION_OBJECT_NAMESPACE, ANNOTATION_OBJECT_UID,
 };
 
 use super::from_host::Mirror;
 use crate::{
+    cache::Cache,
     engine::Ctx,
     translate::pv::{VirtualClaim, bound_claim, claim_ref, virtual_pv},
 };
 
 pub struct Pvs {
     /// Our host claims, to map a volume's claim back to the virtual one.
-    pub host_claims: Store<PersistentVolumeClaim>,
+    pub host_claims: Cache<PersistentVolumeClaim>,
     /// Virtual claims, for the uid the virtual binding names.
-    pub virtual_claims: Store<PersistentVolumeClaim>,
+    pub virtual_claims: Cache<PersistentVolumeClaim>,
 }
 
 impl Pvs {

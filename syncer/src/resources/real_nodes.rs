@@ -12,7 +12,7 @@ use kube::{
     api::{DeleteParams, Patch, PatchParams},
     runtime::{
         WatchStreamExt,
-        reflector::{self, Store},
+        reflector::{self},
         watcher,
     },
 };
@@ -22,6 +22,7 @@ use vnest_crds::meta::ANNOTATION_APPLIED_HASH;
 
 use crate::{
     cache,
+    cache::Cache,
     engine::{self, Ctx, Queue, is_not_found},
     translate::{
         node::{real_node, real_node_status, selected, without_condition_taints},
@@ -31,16 +32,16 @@ use crate::{
 
 /// Caches of both sides' nodes and the virtual pods (when pods are synced).
 struct Caches {
-    host: Store<Node>,
-    virt: Store<Node>,
-    pods: Option<Store<Pod>>,
+    host: Cache<Node>,
+    virt: Cache<Node>,
+    pods: Option<Cache<Pod>>,
 }
 
 /// Whether some virtual pod is bound to `node`: the cache for synced namespaces, then (before
 /// a copy is deleted) the API, as pods outside the synced namespaces may use it too.
 async fn pods_on(
     ctx: &Ctx,
-    pods: Option<&Store<Pod>>,
+    pods: Option<&Cache<Pod>>,
     node: &str,
     live: bool,
 ) -> anyhow::Result<bool> {
@@ -121,8 +122,8 @@ async fn reconcile(ctx: &Ctx, caches: &Caches, name: &str) -> anyhow::Result<()>
 }
 
 /// Watches host and virtual nodes into fresh caches, queuing each node name they report.
-fn watch_nodes(client: kube::Client, queue: Queue) -> (Store<Node>, impl Future<Output = ()>) {
-    let (store, writer) = reflector::store();
+fn watch_nodes(client: kube::Client, queue: Queue) -> (Cache<Node>, impl Future<Output = ()>) {
+    let (store, writer) = crate::cache::store();
     let events = reflector::reflector(
         writer,
         cache::watch(Api::<Node>::all(client), watcher::Config::default()),
@@ -140,7 +141,7 @@ fn watch_nodes(client: kube::Client, queue: Queue) -> (Store<Node>, impl Future<
 
 /// Runs the node copies until the watches end; `queue` also gets the nodes of virtual pods
 /// (`pods` is their cache, when pods are synced).
-pub async fn run(ctx: Arc<Ctx>, pods: Option<Store<Pod>>, queue: Queue) {
+pub async fn run(ctx: Arc<Ctx>, pods: Option<Cache<Pod>>, queue: Queue) {
     let (host, host_events) = watch_nodes(ctx.host.clone(), queue.clone());
     let (virt, virt_events) = watch_nodes(ctx.virt.clone(), queue.clone());
     let work = async move {

@@ -5,10 +5,11 @@ use k8s_openapi::api::{
     core::v1::{Pod, Secret},
     networking::v1::Ingress,
 };
-use kube::{ResourceExt, api::DynamicObject, runtime::reflector::Store};
+use kube::{ResourceExt, api::DynamicObject};
 
 use super::{ingresses, metadata_covers, used_by_a_synced_pod};
 use crate::{
+    cache::Cache,
     custom::gateway,
     engine::{Ctx, Decision, Key, Syncer},
     translate::{pod::references, secret::host_secret},
@@ -16,17 +17,17 @@ use crate::{
 
 pub struct Secrets {
     /// Virtual pods, to tell which Secrets are in use.
-    pub pods: Store<Pod>,
+    pub pods: Cache<Pod>,
     /// Virtual Ingresses when they are synced, for their TLS Secrets.
-    pub ingresses: Option<Store<Ingress>>,
+    pub ingresses: Option<Cache<Ingress>>,
     /// Virtual Gateways when they are synced, for their certificate Secrets.
-    pub gateways: Option<Store<DynamicObject>>,
+    pub gateways: Option<Cache<DynamicObject>>,
 }
 
 /// Whether an object in `referrers` (when that kind is synced) `serves` Secret `virt`,
 /// once the cache has listed them.
 async fn served_by<K>(
-    referrers: &Option<Store<K>>,
+    referrers: &Option<Cache<K>>,
     virt: &Secret,
     serves: impl Fn(&K, &Key) -> bool,
 ) -> anyhow::Result<bool>

@@ -11,7 +11,7 @@ use kube::{
     Api, ResourceExt,
     runtime::{
         WatchStreamExt,
-        reflector::{self, ObjectRef, Store},
+        reflector::{self, ObjectRef},
         watcher,
     },
 };
@@ -22,21 +22,22 @@ use vnest_crds::{
 
 use crate::{
     cache,
+    cache::Cache,
     engine::{self, Ctx, Key, Queue},
     translate::endpoints::{ANNOTATION_FROM_HOST, LABEL_ENDPOINTS_MANAGED_BY, virtual_endpoints},
 };
 
 /// The caches one reconcile reads (Services and pods from their engines).
 pub struct Caches {
-    pub virt_services: Store<Service>,
-    pub host_services: Store<Service>,
-    pub virt_pods: Store<Pod>,
-    pub host_pods: Store<Pod>,
+    pub virt_services: Cache<Service>,
+    pub host_services: Cache<Service>,
+    pub virt_pods: Cache<Pod>,
+    pub host_pods: Cache<Pod>,
 }
 
 /// The virtual key an object named like a host copy stands for, from the host Service of
 /// that name (host Endpoints carry no annotations of ours).
-fn key_of(host_services: &Store<Service>, host_ns: &str, name: &str) -> Option<Key> {
+fn key_of(host_services: &Cache<Service>, host_ns: &str, name: &str) -> Option<Key> {
     let svc = host_services.get(&ObjectRef::new(name).within(host_ns))?;
     let a = svc.annotations();
     Some((
@@ -48,7 +49,7 @@ fn key_of(host_services: &Store<Service>, host_ns: &str, name: &str) -> Option<K
 async fn reconcile(
     ctx: &Ctx,
     caches: &Caches,
-    host_endpoints: &Store<Endpoints>,
+    host_endpoints: &Cache<Endpoints>,
     key: &Key,
 ) -> anyhow::Result<()> {
     let (namespace, name) = key;
@@ -106,7 +107,7 @@ async fn reconcile(
 /// Runs until the host Endpoints watch ends; `queue` also gets the keys of changed
 /// virtual Services (a follower of the Services engine).
 pub async fn run(ctx: Arc<Ctx>, caches: Caches, queue: Queue) {
-    let (host_endpoints, writer) = reflector::store();
+    let (host_endpoints, writer) = crate::cache::store();
     let api: Api<Endpoints> = Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
     let config = watcher::Config::default().labels(&managed_by_selector(&ctx.target.vc));
     let watch = reflector::reflector(writer, cache::watch(api, config))

@@ -9,13 +9,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, PostParams},
-    runtime::reflector::{ObjectRef, Store},
+    runtime::reflector::ObjectRef,
 };
 use tokio::sync::OnceCell;
 use vnest_crds::{patch::PodPatches, translate::host_name};
 
 use super::{metadata_covers, sync_status};
 use crate::{
+    cache::Cache,
     engine::{Ctx, Decision, HostGone, PodReference, Queue, Syncer, conflicted_reference},
     translate::{
         placement::Placement,
@@ -64,9 +65,9 @@ const API_SERVICE_PORT: i32 = 443;
 
 pub struct Pods {
     /// Host Services the syncer made, to find the virtual cluster's DNS.
-    host_services: Store<Service>,
+    host_services: Cache<Service>,
     /// Host pods, to pick up the token a host copy already carries after a restart.
-    host_pods: Store<Pod>,
+    host_pods: Cache<Pod>,
     api_service: OnceCell<(String, i32)>,
     tokens: Tokens,
     /// `toHost.pods.patches` and `translatePatches`, parsed once.
@@ -78,8 +79,8 @@ pub struct Pods {
 impl Pods {
     /// `queue` is the pod queue: pods are queued again when their token is due.
     pub fn new(
-        host_services: Store<Service>,
-        host_pods: Store<Pod>,
+        host_services: Cache<Service>,
+        host_pods: Cache<Pod>,
         queue: Queue,
         patches: PodPatches,
     ) -> Self {
