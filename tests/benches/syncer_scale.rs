@@ -13,11 +13,12 @@
 //! the percentiles from a pod's create being sent to its host pod being seen. For the syncer
 //! also: host Running → virtual Running, host API writes per pod, writes during 60 s of
 //! idleness (target 0), its peak RSS, and, from its own histograms, where the time went (queue
-//! wait, reconcile, each API call). The bed's two KWOK nodes hold 220 pods, so the bench adds
+//! wait, reconcile, each API call); and the CPU every program on the machine spent in each
+//! burst (the bed shares this machine's cores, so that bounds the ratio). The bed's two KWOK nodes hold 220 pods, so the bench adds
 //! fake KWOK nodes of its own and deletes them afterwards.
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, BTreeSet, HashMap},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -34,7 +35,7 @@ use vnest_crds::meta::{ANNOTATION_OBJECT_NAME, LABEL_SYNCER_NAMESPACE};
 use vnest_tests::{
     OperatorProcess, SyncerProcess, TestNamespace, bed,
     fixtures::{create_virtual_cluster, free_port, host_namespace},
-    measure::{peak_rss_mib, percentile},
+    measure::{cpu_seconds_by_program, cpu_spent, peak_rss_mib, percentile},
     syncer::SyncerWiring,
     wait,
 };
@@ -205,6 +206,29 @@ fn watch_pods(
     })
 }
 
+/// The CPU each program spent during the two bursts (from the first create to the last pod
+/// seen on the host), the busiest first, and the totals: on a machine whose cores the whole
+/// bed shares, the ratio of the totals bounds the ratio of the burst times.
+fn print_cpu(direct: &BTreeMap<String, f64>, synced: &BTreeMap<String, f64>) {
+    let total = |m: &BTreeMap<String, f64>| m.values().sum::<f64>();
+    println!(
+        "  burst CPU, all programs                direct {:>7.1} s | syncer {:>7.1} s | ratio {:.2}",
+        total(direct),
+        total(synced),
+        total(synced) / total(direct).max(f64::EPSILON)
+    );
+    let labels: BTreeSet<&String> = synced.keys().chain(direct.keys()).collect();
+    let mut busiest: Vec<(&String, f64)> = labels
+        .into_iter()
+        .map(|label| (label, synced.get(label).copied().unwrap_or_default()))
+        .collect();
+    busiest.sort_by(|a, b| b.1.total_cmp(&a.1));
+    for (label, spent) in busiest.into_iter().take(8) {
+        let before = direct.get(label).copied().unwrap_or_default();
+        println!("    {label:<36} direct {before:>7.1} s | syncer {spent:>7.1} s");
+    }
+}
+
 fn names(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i}")).collect()
 }
@@ -274,14 +298,18 @@ async fn main() {
     ];
 
     let direct_burst = Phase::default();
+    let cpu_start = cpu_seconds_by_program();
     burst(&direct_pods, names("burst", n), &direct_burst).await;
     let direct_all = direct_burst.all_seen(&direct_seen).await;
+    let direct_cpu = cpu_spent(&cpu_start, &cpu_seconds_by_program());
 
     let writes = "vnest_syncer_host_writes_total";
     let writes_before = syncer.counter(writes).await.unwrap();
     let synced_burst = Phase::default();
+    let cpu_start = cpu_seconds_by_program();
     burst(&virt_pods, names("burst", n), &synced_burst).await;
     let synced_all = synced_burst.all_seen(&synced_seen).await;
+    let synced_cpu = cpu_spent(&cpu_start, &cpu_seconds_by_program());
     wait::until(
         "every virtual pod Running",
         Duration::from_secs(600),
@@ -336,6 +364,7 @@ async fn main() {
         synced_all.as_secs_f64(),
         synced_all.as_secs_f64() / direct_all.as_secs_f64()
     );
+    print_cpu(&direct_cpu, &synced_cpu);
     row(
         "burst: create sent -> host pod seen",
         latencies(&direct_burst.sent, &direct_seen),
