@@ -9,6 +9,7 @@ pub mod activity;
 pub mod containment;
 pub mod digest;
 pub mod duration;
+mod field_error;
 pub mod meta;
 pub mod patch;
 pub mod policy;
@@ -20,6 +21,7 @@ pub mod translate;
 pub mod virtual_cluster;
 
 pub use duration::{DurationError, DurationSpec};
+pub use field_error::FieldError;
 pub use policy::{VirtualClusterPolicy, VirtualClusterPolicySpec};
 pub use quantity::{QuantityMap, quantity_value};
 pub use syncer_config::{HostDns, SyncerConfig};

@@ -2,9 +2,8 @@
 //! 25, an unknown time zone, a quantity an older CRD let through). A failing spec is reported
 //! in `SpecValid=False` with every field named, and nothing is applied.
 
-use std::fmt;
-
 use chrono::{DateTime, Duration, Utc};
+pub use vnest_crds::FieldError;
 use vnest_crds::{
     DistroKind, DurationSpec, QuantityMap, VirtualClusterSpec, patch::PodPatches, quantity_value,
     split_service_ref,
@@ -17,19 +16,6 @@ use crate::lifecycle::{
 
 /// Where the "never fires" check starts: a fixed moment, so validation is a pure function.
 const NEVER_FIRES_FROM: DateTime<Utc> = DateTime::from_timestamp_nanos(1_767_225_600_000_000_000);
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldError {
-    /// JSON path of the field, e.g. `spec.sleepMode.sleepSchedule`.
-    pub field: String,
-    pub message: String,
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
-}
 
 pub fn parse_timezone(name: &str) -> Result<chrono_tz::Tz, String> {
     name.parse().map_err(|_| {
@@ -227,9 +213,7 @@ pub fn validate(spec: &VirtualClusterSpec, namespace: &str) -> Result<Policy, Ve
         }
     }
     if let Err(errors) = PodPatches::compile(&to_host.pods) {
-        for e in errors {
-            c.fail(e.field, e.message);
-        }
+        c.errors.extend(errors);
     }
 
     let policies = &spec.policies;

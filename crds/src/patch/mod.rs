@@ -14,27 +14,13 @@ pub mod path;
 
 use serde_json::Value;
 
-use crate::{PodsToHost, meta::RESERVED_LABEL_PREFIXES};
+use crate::{FieldError, PodsToHost, meta::RESERVED_LABEL_PREFIXES};
 pub use expression::Expression;
 pub use path::{FieldPath, Step};
 
 /// Where the entries live in a VirtualCluster, for error messages.
 const PATCHES: &str = "spec.sync.toHost.pods.patches";
 const TRANSLATE_PATCHES: &str = "spec.sync.toHost.pods.translatePatches";
-
-/// A problem with one patch entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PatchError {
-    /// The entry's field, e.g. `spec.sync.toHost.pods.translatePatches[0].expression`.
-    pub field: String,
-    pub message: String,
-}
-
-impl std::fmt::Display for PatchError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
-}
 
 /// One `translatePatches` entry, parsed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,9 +83,9 @@ fn json_type(v: &Value) -> &'static str {
 
 impl PodPatches {
     /// Parses every entry of `pods`; the errors name each bad entry's field.
-    pub fn compile(pods: &PodsToHost) -> Result<PodPatches, Vec<PatchError>> {
+    pub fn compile(pods: &PodsToHost) -> Result<PodPatches, Vec<FieldError>> {
         let mut errors = Vec::new();
-        let mut fail = |field: String, message: String| errors.push(PatchError { field, message });
+        let mut fail = |field: String, message: String| errors.push(FieldError { field, message });
         let mut patches = PodPatches::default();
         let target = |text: &str| FieldPath::parse(text).and_then(|p| check_target(&p).map(|()| p));
         for (i, p) in pods.patches.iter().enumerate() {

@@ -5,20 +5,10 @@
 //! adds volume types, privilege escalation, non-root and seccomp.
 
 use k8s_openapi::api::core::v1::{PodSpec, SecurityContext};
-use vnest_crds::PodSecurityStandard;
+use vnest_crds::{FieldError, PodSecurityStandard};
 
 /// Why a pod may not be synced: the offending field path and the rule it breaks.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Violation {
-    pub field: String,
-    pub reason: String,
-}
-
-impl std::fmt::Display for Violation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.reason)
-    }
-}
+pub type Violation = FieldError;
 
 /// Capabilities the baseline profile lets a container add.
 const BASELINE_CAPABILITIES: &[&str] = &[
@@ -40,7 +30,7 @@ const BASELINE_CAPABILITIES: &[&str] = &[
 fn violation(field: String, reason: &str) -> Result<(), Violation> {
     Err(Violation {
         field,
-        reason: reason.to_string(),
+        message: reason.to_string(),
     })
 }
 
@@ -287,7 +277,7 @@ volumes: [{ name: tmp, emptyDir: {} }]
             err.field,
             "spec.initContainers[0].securityContext.capabilities.add"
         );
-        assert!(err.reason.contains("SYS_ADMIN"), "{err}");
+        assert!(err.message.contains("SYS_ADMIN"), "{err}");
     }
 
     /// Baseline's own capability allowlist is accepted.
