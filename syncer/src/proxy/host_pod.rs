@@ -61,10 +61,7 @@ async fn requester(virt: &Client, caller: Caller) -> Result<Requester, Response<
                 },
                 ..TokenReview::default()
             };
-            let reviewed = Api::<TokenReview>::all(virt.clone())
-                .create(&PostParams::default(), &review)
-                .await
-                .map_err(|e| unavailable("reviewing the bearer token", &e))?;
+            let reviewed = ask(virt, &review, "reviewing the bearer token").await?;
             let status = reviewed.status.unwrap_or_default();
             match (status.authenticated, status.user) {
                 (Some(true), Some(user)) => Ok(Requester {
@@ -86,6 +83,22 @@ fn status_unauthorized(error: Option<String>) -> Response<ProxyBody> {
         "Unauthorized",
         &format!("Unauthorized{detail}"),
     )
+}
+
+/// Creates `review` (a TokenReview or SubjectAccessReview) on the virtual API server and
+/// returns it with its status; a failure is the proxy's 503 naming `what` it was doing.
+async fn ask<K>(virt: &Client, review: &K, what: &str) -> Result<K, Response<ProxyBody>>
+where
+    K: kube::Resource<Scope = kube::core::ClusterResourceScope, DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+{
+    Api::<K>::all(virt.clone())
+        .create(&PostParams::default(), review)
+        .await
+        .map_err(|e| unavailable(what, &e))
 }
 
 fn unavailable(what: &str, e: &kube::Error) -> Response<ProxyBody> {
@@ -131,10 +144,7 @@ async fn authorize(
         },
         ..SubjectAccessReview::default()
     };
-    let reviewed = Api::<SubjectAccessReview>::all(virt.clone())
-        .create(&PostParams::default(), &review)
-        .await
-        .map_err(|e| unavailable("authorizing the request", &e))?;
+    let reviewed = ask(virt, &review, "authorizing the request").await?;
     if reviewed.status.is_some_and(|s| s.allowed) {
         Ok(())
     } else {
