@@ -1,9 +1,8 @@
 //! ConfigMaps: synced when a virtual pod in the same namespace uses them, or all with `all`.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::ResourceExt;
 
-use super::{metadata_covers, used_by_a_synced_pod};
+use super::{keys_beside, metadata_covers, same_whole, used_by_a_synced_pod};
 use crate::{
     cache::Cache,
     engine::{Ctx, Decision, Key, Syncer},
@@ -17,12 +16,8 @@ pub struct ConfigMaps {
 
 /// The ConfigMaps a pod uses, as keys to queue when the pod changes.
 pub fn used_by(pod: &Pod) -> Vec<Key> {
-    let ns = pod.namespace().unwrap_or_default();
     let refs = pod.spec.as_ref().map(references).unwrap_or_default();
-    refs.configmaps
-        .into_iter()
-        .map(|n| (ns.clone(), n))
-        .collect()
+    keys_beside(pod, refs.configmaps)
 }
 
 impl Syncer for ConfigMaps {
@@ -31,9 +26,8 @@ impl Syncer for ConfigMaps {
 
     /// Data is compared whole, so a key the tenant removed goes from the host too.
     fn needs_update(&self, actual: &ConfigMap, desired: &ConfigMap) -> bool {
-        actual.data.clone().unwrap_or_default() != desired.data.clone().unwrap_or_default()
-            || actual.binary_data.clone().unwrap_or_default()
-                != desired.binary_data.clone().unwrap_or_default()
+        !same_whole(&actual.data, &desired.data)
+            || !same_whole(&actual.binary_data, &desired.binary_data)
             || !metadata_covers(actual, desired)
     }
 

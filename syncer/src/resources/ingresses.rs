@@ -2,9 +2,8 @@
 //! back. The Secrets they serve are synced by [`super::secrets`].
 
 use k8s_openapi::api::networking::v1::Ingress;
-use kube::ResourceExt;
 
-use super::sync_status;
+use super::{keys_beside, sync_status};
 use crate::{
     engine::{Ctx, Decision, Key, Syncer},
     translate::ingress::{host_ingress, tls_secrets, virtual_status},
@@ -14,11 +13,7 @@ pub struct Ingresses;
 
 /// The Secrets an Ingress serves, as keys for the Secret queue.
 pub fn secrets_of(ingress: &Ingress) -> Vec<Key> {
-    let ns = ingress.namespace().unwrap_or_default();
-    tls_secrets(ingress)
-        .into_iter()
-        .map(|n| (ns.clone(), n))
-        .collect()
+    keys_beside(ingress, tls_secrets(ingress))
 }
 
 impl Syncer for Ingresses {

@@ -60,6 +60,19 @@ async fn used_by_a_synced_pod<K: Resource>(
         .any(|p| is_synced(ctx, p) && uses(p).contains(&key)))
 }
 
+/// The objects `names` in the namespace of `referrer`, as keys to queue when it changes.
+fn keys_beside<K: Resource>(referrer: &K, names: impl IntoIterator<Item = String>) -> Vec<Key> {
+    let ns = referrer.namespace().unwrap_or_default();
+    names.into_iter().map(|n| (ns.clone(), n)).collect()
+}
+
+/// Whether `actual` holds exactly what `desired` holds, absent counting as empty: for maps
+/// compared whole, so a key the tenant removed goes from the host copy too.
+fn same_whole<M: Default + PartialEq>(actual: &Option<M>, desired: &Option<M>) -> bool {
+    let empty = M::default();
+    actual.as_ref().unwrap_or(&empty) == desired.as_ref().unwrap_or(&empty)
+}
+
 /// Whether the host copy's metadata already has every label and annotation we set.
 fn metadata_covers<K: Resource>(actual: &K, desired: &K) -> bool {
     let json = |k: &K| serde_json::to_value(k.meta()).unwrap_or_default();

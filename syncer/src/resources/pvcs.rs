@@ -8,7 +8,7 @@ use kube::{
 };
 use serde_json::json;
 
-use super::{sync_status, virtual_api};
+use super::{keys_beside, sync_status, virtual_api};
 use crate::{
     engine::{Ctx, Decision, Key, Syncer, is_not_found},
     translate::pvc::{host_pvc, update_body, virtual_status, volume_to_adopt},
@@ -19,19 +19,18 @@ const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
 
 pub struct Pvcs;
 
-/// The virtual volume a virtual claim's binding touches (cluster-scoped: no namespace).
 /// The claims a pod's volumes name, as keys in its namespace.
 pub fn used_by(pod: &Pod) -> Vec<Key> {
-    let ns = pod.metadata.namespace.clone().unwrap_or_default();
     let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
-    volumes
+    let claims = volumes
         .into_iter()
         .flatten()
         .filter_map(|v| v.persistent_volume_claim.as_ref())
-        .map(|c| (ns.clone(), c.claim_name.clone()))
-        .collect()
+        .map(|c| c.claim_name.clone());
+    keys_beside(pod, claims)
 }
 
+/// The virtual volume a virtual claim's binding touches (cluster-scoped: no namespace).
 pub fn volume_of(pvc: &PersistentVolumeClaim) -> Vec<Key> {
     let volume = pvc.spec.as_ref().and_then(|s| s.volume_name.clone());
     volume

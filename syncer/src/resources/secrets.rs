@@ -7,7 +7,7 @@ use k8s_openapi::api::{
 };
 use kube::{ResourceExt, api::DynamicObject};
 
-use super::{ingresses, metadata_covers, used_by_a_synced_pod};
+use super::{ingresses, keys_beside, metadata_covers, same_whole, used_by_a_synced_pod};
 use crate::{
     cache::Cache,
     custom::gateway,
@@ -45,9 +45,8 @@ where
 
 /// The Secrets a pod uses (volumes, env, image pull secrets), as keys to queue.
 pub fn used_by(pod: &Pod) -> Vec<Key> {
-    let ns = pod.namespace().unwrap_or_default();
     let refs = pod.spec.as_ref().map(references).unwrap_or_default();
-    refs.secrets.into_iter().map(|n| (ns.clone(), n)).collect()
+    keys_beside(pod, refs.secrets)
 }
 
 impl Syncer for Secrets {
@@ -56,8 +55,7 @@ impl Syncer for Secrets {
 
     /// Data is compared whole, so a key the tenant removed goes from the host too.
     fn needs_update(&self, actual: &Secret, desired: &Secret) -> bool {
-        actual.data.clone().unwrap_or_default() != desired.data.clone().unwrap_or_default()
-            || !metadata_covers(actual, desired)
+        !same_whole(&actual.data, &desired.data) || !metadata_covers(actual, desired)
     }
 
     async fn desired(&self, ctx: &Ctx, virt: &Secret) -> anyhow::Result<Decision<Secret>> {

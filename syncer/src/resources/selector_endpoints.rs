@@ -20,6 +20,7 @@ use vnest_crds::{
     translate::managed_by_selector,
 };
 
+use super::same_whole;
 use crate::{
     cache,
     cache::Cache,
@@ -94,8 +95,7 @@ async fn reconcile(
     };
     let desired = virtual_endpoints(&svc, host.as_deref(), &pod_of);
     let same = current.as_ref().is_some_and(|c| {
-        c.subsets.clone().unwrap_or_default() == desired.subsets.clone().unwrap_or_default()
-            && c.labels() == desired.labels()
+        same_whole(&c.subsets, &desired.subsets) && c.labels() == desired.labels()
     });
     if !same {
         engine::apply(&api, name, &desired).await?;

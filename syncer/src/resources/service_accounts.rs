@@ -3,6 +3,7 @@
 
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 
+use super::same_whole;
 use crate::{
     engine::{Ctx, Decision, Key, Syncer},
     translate::service_account::host_service_account,
@@ -27,8 +28,7 @@ impl Syncer for ServiceAccounts {
     /// Annotations are compared whole: a role annotation the tenant removes must leave the
     /// host copy too, or a host webhook keeps granting the role.
     fn needs_update(&self, actual: &ServiceAccount, desired: &ServiceAccount) -> bool {
-        actual.metadata.annotations.clone().unwrap_or_default()
-            != desired.metadata.annotations.clone().unwrap_or_default()
+        !same_whole(&actual.metadata.annotations, &desired.metadata.annotations)
             || actual.automount_service_account_token != desired.automount_service_account_token
     }
 
