@@ -328,12 +328,12 @@ mod tests {
         })
     }
 
-    /// The rule of `rules` that grants on Services alone.
-    fn services_rule(rules: Vec<PolicyRule>) -> PolicyRule {
+    /// The rule of `rules` that grants on `resource` alone.
+    fn rule_on<'a>(rules: &'a [PolicyRule], resource: &str) -> &'a PolicyRule {
         rules
-            .into_iter()
-            .find(|r| r.resources.as_deref() == Some(&["services".to_string()][..]))
-            .expect("a services rule")
+            .iter()
+            .find(|r| r.resources.as_deref() == Some(&[resource.to_string()][..]))
+            .unwrap_or_else(|| panic!("a {resource} rule"))
     }
 
     /// Token Secrets need Secret writes only when the tenant chose them over annotations.
@@ -355,10 +355,7 @@ mod tests {
             grants(&rules, "", "secrets", "create"),
             "token Secrets: {rules:?}"
         );
-        let service = rules
-            .iter()
-            .find(|r| r.resources.as_deref() == Some(&["services".to_string()][..]))
-            .expect("a services rule");
+        let service = rule_on(&rules, "services");
         assert_eq!(service.verbs, ["get"]);
         assert_eq!(
             service.resource_names.as_deref(),
@@ -390,12 +387,9 @@ mod tests {
             "gatewayclasses",
             "create"
         ));
-        let crd_names = cluster
-            .iter()
-            .find(|r| {
-                r.resources.as_deref() == Some(&["customresourcedefinitions".to_string()][..])
-            })
-            .and_then(|r| r.resource_names.clone())
+        let crd_names = rule_on(&cluster, "customresourcedefinitions")
+            .resource_names
+            .clone()
             .unwrap();
         assert!(crd_names.contains(&"httproutes.gateway.networking.k8s.io".to_string()));
         assert!(crd_names.contains(&"gatewayclasses.gateway.networking.k8s.io".to_string()));
@@ -520,7 +514,8 @@ mod tests {
             "sync: {toHost: {services: {enabled: false}}}\nnetworking: {replicateServices: {fromHost: [{from: kube-system/dns, to: kube-system/dns}, {from: other/dns, to: x/dns}, {from: db, to: db}]}}",
         );
         let i = input(&spec);
-        let rule = services_rule(cluster_role_rules(&i));
+        let cluster_rules = cluster_role_rules(&i);
+        let rule = rule_on(&cluster_rules, "services");
         assert_eq!(rule.verbs, ["get", "list", "watch"]);
         assert_eq!(
             rule.resource_names.as_deref(),
@@ -541,7 +536,8 @@ mod tests {
         let spec = spec_from_yaml(
             "networking: {resolveDNS: [{service: default/db, target: {hostService: data/postgres}}, {hostname: a.example.com, target: host}, {namespace: shared, target: {hostNamespace: platform}}]}",
         );
-        let rule = services_rule(cluster_role_rules(&input(&spec)));
+        let cluster_rules = cluster_role_rules(&input(&spec));
+        let rule = rule_on(&cluster_rules, "services");
         assert_eq!(rule.verbs, ["get", "list", "watch"]);
         assert_eq!(
             rule.resource_names.as_deref(),
@@ -585,10 +581,7 @@ mod tests {
             "sync: {toHost: {customResources: {flunders.wardle.example.com/v1beta1: {enabled: true}, off.example.com: {enabled: false}}}}",
         );
         let rules = cluster_role_rules(&input(&spec));
-        let crd_rule = rules
-            .iter()
-            .find(|r| r.resources.as_deref() == Some(&["customresourcedefinitions".to_string()]))
-            .expect("a CRD rule");
+        let crd_rule = rule_on(&rules, "customresourcedefinitions");
         assert_eq!(
             crd_rule.resource_names.as_deref(),
             Some(&["flunders.wardle.example.com".to_string()][..])

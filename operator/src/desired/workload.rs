@@ -256,6 +256,13 @@ controlPlane:
             .collect()
     }
 
+    /// Every one of `want` is among `args`.
+    fn assert_has_all(args: &[&str], want: &[&str]) {
+        for want in want {
+            assert!(args.contains(want), "{want}: {args:?}");
+        }
+    }
+
     fn names(sts: &Value) -> Vec<&str> {
         sts["spec"]["template"]["spec"]["containers"]
             .as_array()
@@ -311,40 +318,40 @@ controlPlane:
             apiserver["command"],
             json!(["/usr/local/bin/kube-apiserver"])
         );
-        let apiserver_args = args(apiserver);
-        for want in [
-            "--etcd-servers=http://127.0.0.1:2379",
-            "--service-cluster-ip-range=10.96.0.0/12",
-            "--endpoint-reconciler-type=none",
-            "--allow-privileged=true",
-            "--profiling=false",
-            "--tls-cert-file=/etc/vnest/certs/tls.crt",
-            "--service-account-key-file=/etc/vnest/config/sa.pub",
-            "--service-account-signing-key-file=/etc/vnest/certs/ca.key",
-        ] {
-            assert!(apiserver_args.contains(&want), "{want}: {apiserver_args:?}");
-        }
+        assert_has_all(
+            &args(apiserver),
+            &[
+                "--etcd-servers=http://127.0.0.1:2379",
+                "--service-cluster-ip-range=10.96.0.0/12",
+                "--endpoint-reconciler-type=none",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--tls-cert-file=/etc/vnest/certs/tls.crt",
+                "--service-account-key-file=/etc/vnest/config/sa.pub",
+                "--service-account-signing-key-file=/etc/vnest/certs/ca.key",
+            ],
+        );
 
         let cm = container(&sts, "controller-manager");
         assert_eq!(
             cm["command"],
             json!(["/usr/local/bin/kube-controller-manager"])
         );
-        let cm_args = args(cm);
-        for want in [
-            "--kubeconfig=/etc/vnest/config/admin.kubeconfig",
-            "--authentication-kubeconfig=/etc/vnest/config/admin.kubeconfig",
-            "--authorization-kubeconfig=/etc/vnest/config/admin.kubeconfig",
-            "--use-service-account-credentials=true",
-            "--leader-elect=false",
-            "--secure-port=0",
-            "--service-account-private-key-file=/etc/vnest/certs/ca.key",
-            "--root-ca-file=/etc/vnest/certs/ca.crt",
-            // v1.37 refuses unknown controller names, and cloud-node-lifecycle is gone.
-            "--controllers=*,-nodeipam,-nodelifecycle,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-ttl",
-        ] {
-            assert!(cm_args.contains(&want), "{want}: {cm_args:?}");
-        }
+        assert_has_all(
+            &args(cm),
+            &[
+                "--kubeconfig=/etc/vnest/config/admin.kubeconfig",
+                "--authentication-kubeconfig=/etc/vnest/config/admin.kubeconfig",
+                "--authorization-kubeconfig=/etc/vnest/config/admin.kubeconfig",
+                "--use-service-account-credentials=true",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--service-account-private-key-file=/etc/vnest/certs/ca.key",
+                "--root-ca-file=/etc/vnest/certs/ca.crt",
+                // v1.37 refuses unknown controller names, and cloud-node-lifecycle is gone.
+                "--controllers=*,-nodeipam,-nodelifecycle,-persistentvolume-binder,-attachdetach,-persistentvolume-expander,-ttl",
+            ],
+        );
         assert!(mounts(cm).contains(&("config", "/etc/vnest/config")));
         assert!(
             args(container(&sts, "syncer"))
@@ -370,13 +377,14 @@ controlPlane:
     fn k8s_sends_kubelet_traffic_to_the_syncer_over_a_shared_socket() {
         let sts = sts(K8S);
         let apiserver = args(container(&sts, "control-plane"));
-        for want in [
-            "--egress-selector-config-file=/etc/vnest/config/egress-selector.yaml",
-            "--kubelet-client-certificate=/etc/vnest/certs/client.crt",
-            "--kubelet-client-key=/etc/vnest/certs/client.key",
-        ] {
-            assert!(apiserver.contains(&want), "{want}: {apiserver:?}");
-        }
+        assert_has_all(
+            &apiserver,
+            &[
+                "--egress-selector-config-file=/etc/vnest/config/egress-selector.yaml",
+                "--kubelet-client-certificate=/etc/vnest/certs/client.crt",
+                "--kubelet-client-key=/etc/vnest/certs/client.key",
+            ],
+        );
         assert!(
             !apiserver
                 .iter()
@@ -480,14 +488,15 @@ controlPlane:
         assert_eq!(etcd["image"], "registry.k8s.io/etcd:3.7.0-0");
         assert_eq!(etcd["command"], json!(["/usr/local/bin/etcd"]));
         let etcd_args = args(etcd);
-        for want in [
-            "--data-dir=/data/etcd",
-            "--listen-client-urls=http://127.0.0.1:2379",
-            "--advertise-client-urls=http://127.0.0.1:2379",
-            "--listen-peer-urls=http://127.0.0.1:2380",
-        ] {
-            assert!(etcd_args.contains(&want), "{want}: {etcd_args:?}");
-        }
+        assert_has_all(
+            &etcd_args,
+            &[
+                "--data-dir=/data/etcd",
+                "--listen-client-urls=http://127.0.0.1:2379",
+                "--advertise-client-urls=http://127.0.0.1:2379",
+                "--listen-peer-urls=http://127.0.0.1:2380",
+            ],
+        );
         assert!(
             !etcd_args
                 .iter()
@@ -501,15 +510,16 @@ controlPlane:
         let k3s = sts("{}");
         let cp = container(&k3s, "control-plane");
         let cp_args = args(cp);
-        for want in [
-            "--disable-scheduler",
-            "--service-cidr=10.96.0.0/12",
-            "--kube-apiserver-arg=endpoint-reconciler-type=none",
-            "--write-kubeconfig-mode=0600",
-            "--kube-controller-manager-arg=root-ca-file=/etc/vnest/certs/ca.crt",
-        ] {
-            assert!(cp_args.contains(&want), "{want}: {cp_args:?}");
-        }
+        assert_has_all(
+            &cp_args,
+            &[
+                "--disable-scheduler",
+                "--service-cidr=10.96.0.0/12",
+                "--kube-apiserver-arg=endpoint-reconciler-type=none",
+                "--write-kubeconfig-mode=0600",
+                "--kube-controller-manager-arg=root-ca-file=/etc/vnest/certs/ca.crt",
+            ],
+        );
         assert!(!cp_args.contains(&"--cluster-init"));
         assert!(mounts(cp).contains(&("certs", "/etc/vnest/certs")));
         let etcd = sts(K3S_ETCD);

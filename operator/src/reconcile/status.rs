@@ -384,6 +384,10 @@ mod tests {
         status.conditions.iter().find(|c| c.type_ == type_).unwrap()
     }
 
+    fn status_and_reason(c: &Condition) -> (&str, &str) {
+        (&c.status, &c.reason)
+    }
+
     #[test]
     fn requeue_is_at_the_next_moment_within_the_resync() {
         let now: DateTime<Utc> = "2026-12-01T10:00:00Z".parse().unwrap();
@@ -428,10 +432,7 @@ mod tests {
         let status = compute(None, &o, at(0));
         assert_eq!(status.phase, Some(Phase::Failed));
         let valid = cond(&status, SPEC_VALID);
-        assert_eq!(
-            (valid.status.as_str(), valid.reason.as_str()),
-            ("False", "InvalidSpec")
-        );
+        assert_eq!(status_and_reason(valid), ("False", "InvalidSpec"));
         assert_eq!(valid.message, "spec.sleepMode.timezone: bad");
         assert_eq!(cond(&status, READY).status, "False");
     }
@@ -463,6 +464,7 @@ mod tests {
         assert_eq!(cond(&third, READY).last_transition_time, at(200));
         assert_eq!(cond(&third, SPEC_VALID).last_transition_time, at(10));
     }
+
     fn decided(desired: Desired) -> Decision {
         Decision {
             desired,
@@ -473,22 +475,21 @@ mod tests {
         }
     }
 
+    /// The decision to sleep for `reason` since `since`.
+    fn asleep(reason: SleepReason, since: DateTime<Utc>) -> Option<Decision> {
+        Some(decided(Desired::Asleep { reason, since }))
+    }
+
     #[test]
     fn sleeping_and_paused_have_their_phase_condition_and_times() {
         let since = "2026-12-01T19:00:00Z".parse().unwrap();
         let mut o = observed(Some((1, 1)));
-        o.lifecycle = Some(decided(Desired::Asleep {
-            reason: SleepReason::Schedule,
-            since,
-        }));
+        o.lifecycle = asleep(SleepReason::Schedule, since);
         o.last_activity = Some("2026-12-01T18:00:00Z".parse().unwrap());
         let status = compute(None, &o, at(100));
         assert_eq!(status.phase, Some(Phase::Sleeping));
         let sleeping = cond(&status, SLEEPING);
-        assert_eq!(
-            (sleeping.status.as_str(), sleeping.reason.as_str()),
-            ("True", "Schedule")
-        );
+        assert_eq!(status_and_reason(sleeping), ("True", "Schedule"));
         assert_eq!(sleeping.last_transition_time, at(100));
         assert_eq!(cond(&status, READY).reason, "Sleeping");
         assert_eq!(status.sleeping_since, Some(to_time(since)));
@@ -496,10 +497,7 @@ mod tests {
         assert_eq!(status.delete_at, Some(at(1_796_799_600)));
         assert_eq!(status.last_activity_time, Some(at(1_796_148_000)));
 
-        o.lifecycle = Some(decided(Desired::Asleep {
-            reason: SleepReason::Paused,
-            since,
-        }));
+        o.lifecycle = asleep(SleepReason::Paused, since);
         let paused = compute(Some(&status), &o, at(200));
         assert_eq!(paused.phase, Some(Phase::Paused));
         assert_eq!(cond(&paused, SLEEPING).reason, "Paused");
@@ -510,10 +508,10 @@ mod tests {
     #[test]
     fn waking_flips_the_condition_and_clears_sleeping_since() {
         let mut o = observed(Some((1, 1)));
-        o.lifecycle = Some(decided(Desired::Asleep {
-            reason: SleepReason::Inactivity,
-            since: "2026-12-01T19:00:00Z".parse().unwrap(),
-        }));
+        o.lifecycle = asleep(
+            SleepReason::Inactivity,
+            "2026-12-01T19:00:00Z".parse().unwrap(),
+        );
         let asleep = compute(None, &o, at(100));
         o.lifecycle = Some(decided(Desired::Awake {
             since: "2026-12-02T07:00:00Z".parse().unwrap(),
@@ -521,10 +519,7 @@ mod tests {
         let awake = compute(Some(&asleep), &o, at(300));
         assert_eq!(awake.phase, Some(Phase::Running));
         let sleeping = cond(&awake, SLEEPING);
-        assert_eq!(
-            (sleeping.status.as_str(), sleeping.reason.as_str()),
-            ("False", "Awake")
-        );
+        assert_eq!(status_and_reason(sleeping), ("False", "Awake"));
         assert_eq!(sleeping.last_transition_time, at(300));
         assert_eq!(awake.sleeping_since, None);
     }
@@ -533,10 +528,7 @@ mod tests {
     #[test]
     fn an_invalid_spec_keeps_the_sleep_it_had() {
         let mut o = observed(Some((0, 0)));
-        o.lifecycle = Some(decided(Desired::Asleep {
-            reason: SleepReason::Paused,
-            since: "2026-12-01T19:00:00Z".parse().unwrap(),
-        }));
+        o.lifecycle = asleep(SleepReason::Paused, "2026-12-01T19:00:00Z".parse().unwrap());
         let asleep = compute(None, &o, at(100));
         o.lifecycle = None;
         o.spec_error = Some("spec.sleepMode.timezone: bad".into());
