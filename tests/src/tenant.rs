@@ -18,7 +18,7 @@ use vnest_crds::{SyncerConfig, meta::SYNCER_CONFIG_KEY, translate::host_name};
 
 use crate::{
     OperatorProcess, SyncerProcess, TestNamespace, bed, crd,
-    fixtures::{create_virtual_cluster, free_port},
+    fixtures::{create_virtual_cluster, free_port, patch_spec},
     syncer::SyncerWiring,
     wait,
 };
@@ -105,6 +105,11 @@ impl Tenant {
         K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
     {
         Api::namespaced(self.virt.clone(), &self.vns.name)
+    }
+
+    /// Merge-patches the spec of this tenant's VirtualCluster with `patch`.
+    pub async fn patch_spec(&self, patch: Value) {
+        patch_spec(&self.host, &self.ns.name, VC, patch).await;
     }
 
     /// After a spec change: waits until the operator's syncer config satisfies `done`

@@ -16,9 +16,9 @@ use kube::{
 use serde_json::{Value, json};
 use vnest_tests::{
     SyncerProcess, bed,
-    fixtures::{free_port, patch_spec},
+    fixtures::free_port,
     scrape,
-    tenant::{TIMEOUT, Tenant, VC, absent, delete, merge_patch_status, present, setup},
+    tenant::{TIMEOUT, Tenant, absent, delete, merge_patch_status, present, setup},
     wait,
 };
 
@@ -707,15 +707,10 @@ async fn resolution_upgrade_and_disable_follow_the_seed() {
 
     // Upgrade: the new version is served and stored; the old one kept but no longer served.
     syncer.kill();
-    patch_spec(
-        &s.host,
-        &s.ns.name,
-        VC,
-        json!({ "sync": { "toHost": { "customResources": {
+    s.patch_spec(json!({ "sync": { "toHost": { "customResources": {
         format!("{FLUNDERS}/v1alpha1"): null,
         format!("{FLUNDERS}/v1beta1"): { "enabled": true },
-    } } } }),
-    )
+    } } } }))
     .await;
     let v1beta1 = format!("{FLUNDERS}/v1beta1");
     s.rewire("with v1beta1", |c| {
@@ -738,14 +733,9 @@ async fn resolution_upgrade_and_disable_follow_the_seed() {
     // Disable: the syncer stops; the CRD, the tenant's object and the host mirror stay, and
     // tenant writes are no longer validated by the host.
     syncer.kill();
-    patch_spec(
-        &s.host,
-        &s.ns.name,
-        VC,
-        json!({ "sync": { "toHost": { "customResources": {
+    s.patch_spec(json!({ "sync": { "toHost": { "customResources": {
         format!("{FLUNDERS}/v1beta1"): { "enabled": false },
-    } } } }),
-    )
+    } } } }))
     .await;
     s.rewire("with flunders disabled", |c| {
         c.sync.to_host.custom_resources.values().all(|e| !e.enabled)
@@ -788,14 +778,9 @@ async fn resolution_upgrade_and_disable_follow_the_seed() {
     // A resource the host does not serve keeps the syncer from becoming ready, saying why.
     syncer.kill();
     let missing = format!("nothings.t{}.vnest-tests.dev", std::process::id());
-    patch_spec(
-        &s.host,
-        &s.ns.name,
-        VC,
-        json!({ "sync": { "toHost": { "customResources": {
+    s.patch_spec(json!({ "sync": { "toHost": { "customResources": {
         missing.clone(): { "enabled": true },
-    } } } }),
-    )
+    } } } }))
     .await;
     s.rewire("with the missing resource", |c| {
         c.sync.to_host.custom_resources.contains_key(&missing)
@@ -808,10 +793,7 @@ async fn resolution_upgrade_and_disable_follow_the_seed() {
 
     // So does a declared scope the host contradicts (flunders are namespaced), naming the field.
     drop(syncer);
-    patch_spec(
-        &s.host,
-        &s.ns.name,
-        VC,
+    s.patch_spec(
         json!({ "sync": {
             "toHost": { "customResources": { missing.clone(): null } },
             "fromHost": { "customResources": { FLUNDERS: { "enabled": true, "scope": "Cluster" } } },

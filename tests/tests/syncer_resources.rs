@@ -26,7 +26,7 @@ use vnest_tests::tenant::{
     TIMEOUT, Tenant, VC, absent, delete, merge_patch, merge_patch_status, present, setup,
     syncing_to_host, warning_about,
 };
-use vnest_tests::{TestNamespace, fixtures::patch_spec, syncer::SyncerWiring, wait};
+use vnest_tests::{TestNamespace, syncer::SyncerWiring, wait};
 
 /// The seed's two pod examples on the bed: the tenant's `app` label arrives prefixed, no
 /// volume keeps its host path, a later label change follows patched; a pod whose patched
@@ -175,10 +175,7 @@ async fn replicated_services_follow_their_sources_both_ways() {
         )
         .await
         .unwrap();
-    patch_spec(
-        &s.host,
-        &s.ns.name,
-        VC,
+    s.patch_spec(
         json!({ "networking": { "replicateServices": {
             "fromHost": [{ "from": format!("{}/shared-db", source_ns.name), "to": format!("{}/db", s.vns.name) }],
             "toHost": [{ "from": format!("{}/api", s.vns.name), "to": "api-replica" }],
@@ -279,13 +276,8 @@ async fn replicated_services_follow_their_sources_both_ways() {
 
     // Entries removed while the syncer is down: its restart deletes both replicas.
     drop(syncer);
-    patch_spec(
-        &s.host,
-        &s.ns.name,
-        VC,
-        json!({ "networking": { "replicateServices": null } }),
-    )
-    .await;
+    s.patch_spec(json!({ "networking": { "replicateServices": null } }))
+        .await;
     let wiring = rewired_when_config_has(&s, "api-replica", false).await;
     let _syncer = vnest_tests::SyncerProcess::start(&wiring, vnest_tests::fixtures::free_port());
     wait::until("replicas of removed entries deleted", TIMEOUT, || async {
