@@ -108,6 +108,12 @@ mod tests {
         }
     }
 
+    /// The block of a Corefile (domain `cluster.local`) with entry `index` alone.
+    fn only_block(index: usize, zone: &str, answer: Answer) -> String {
+        let corefile = render("cluster.local", &[block(index, zone, answer)]);
+        block_text(&corefile, index)
+    }
+
     /// The text of the block that follows `# spec.networking.resolveDNS[index]`.
     fn block_text(corefile: &str, index: usize) -> String {
         let marker = format!("# spec.networking.resolveDNS[{index}]\n");
@@ -138,11 +144,7 @@ mod tests {
     #[test]
     fn an_address_answers_a_queries_and_nothing_else() {
         let ip = "10.1.2.3".parse().unwrap();
-        let corefile = render(
-            "cluster.local",
-            &[block(0, "legacy.example.com", Answer::Address(ip))],
-        );
-        let text = block_text(&corefile, 0);
+        let text = only_block(0, "legacy.example.com", Answer::Address(ip));
         assert!(text.starts_with("legacy.example.com:1053 {"), "{text}");
         assert!(
             text.contains("template IN A legacy.example.com {\n        answer \"{{ .Name }} 30 IN A 10.1.2.3\""),
@@ -158,13 +160,7 @@ mod tests {
     #[test]
     fn an_ipv6_address_answers_aaaa_queries() {
         let ip = "fd00::5".parse().unwrap();
-        let text = block_text(
-            &render(
-                "cluster.local",
-                &[block(3, "v6.example.com", Answer::Address(ip))],
-            ),
-            3,
-        );
+        let text = only_block(3, "v6.example.com", Answer::Address(ip));
         assert!(
             text.contains("template IN AAAA v6.example.com {\n        answer \"{{ .Name }} 30 IN AAAA fd00::5\""),
             "{text}"
@@ -175,17 +171,7 @@ mod tests {
     #[test]
     fn a_host_zone_is_forwarded_to_the_host_dns_server() {
         let server = "10.96.0.10".parse().unwrap();
-        let text = block_text(
-            &render(
-                "cluster.local",
-                &[block(
-                    1,
-                    "amazonaws.com",
-                    Answer::Forward { to: None, server },
-                )],
-            ),
-            1,
-        );
+        let text = only_block(1, "amazonaws.com", Answer::Forward { to: None, server });
         assert!(text.starts_with("amazonaws.com:1053 {"), "{text}");
         assert!(text.contains("forward . 10.96.0.10:53"), "{text}");
         assert!(text.contains("cache 30"), "{text}");
@@ -197,19 +183,13 @@ mod tests {
     #[test]
     fn a_renamed_zone_rewrites_the_name_and_the_names_under_it() {
         let server = "fd00::a".parse().unwrap();
-        let text = block_text(
-            &render(
-                "cluster.local",
-                &[block(
-                    2,
-                    "shared.svc.tenant.test",
-                    Answer::Forward {
-                        to: Some("platform.svc.cluster.local".into()),
-                        server,
-                    },
-                )],
-            ),
+        let text = only_block(
             2,
+            "shared.svc.tenant.test",
+            Answer::Forward {
+                to: Some("platform.svc.cluster.local".into()),
+                server,
+            },
         );
         assert!(
             text.contains(

@@ -107,35 +107,19 @@ mod tests {
     #[test]
     fn tolerations_match_as_the_scheduler_matches_them() {
         let dedicated = taint("dedicated", "ci", "NoSchedule");
-        assert!(tolerates(
-            &toleration("dedicated", "Exists", "", "NoSchedule"),
-            &dedicated
-        ));
-        assert!(tolerates(
-            &toleration("dedicated", "Exists", "", ""),
-            &dedicated
-        ));
-        assert!(tolerates(&toleration("", "Exists", "", ""), &dedicated));
-        assert!(tolerates(
-            &toleration("dedicated", "Equal", "ci", "NoSchedule"),
-            &dedicated
-        ));
-        assert!(tolerates(
-            &toleration("dedicated", "", "ci", ""),
-            &dedicated
-        ));
-        assert!(!tolerates(
-            &toleration("dedicated", "Equal", "gpu", "NoSchedule"),
-            &dedicated
-        ));
-        assert!(!tolerates(
-            &toleration("dedicated", "Exists", "", "NoExecute"),
-            &dedicated
-        ));
-        assert!(!tolerates(
-            &toleration("other", "Exists", "", ""),
-            &dedicated
-        ));
+        for ((key, operator, value, effect), tolerated) in [
+            (("dedicated", "Exists", "", "NoSchedule"), true),
+            (("dedicated", "Exists", "", ""), true),
+            (("", "Exists", "", ""), true),
+            (("dedicated", "Equal", "ci", "NoSchedule"), true),
+            (("dedicated", "", "ci", ""), true),
+            (("dedicated", "Equal", "gpu", "NoSchedule"), false),
+            (("dedicated", "Exists", "", "NoExecute"), false),
+            (("other", "Exists", "", ""), false),
+        ] {
+            let t = toleration(key, operator, value, effect);
+            assert_eq!(tolerates(&t, &dedicated), tolerated, "{t:?}");
+        }
     }
 
     #[test]
