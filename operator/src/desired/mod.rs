@@ -323,6 +323,13 @@ pub(crate) mod test_support {
         serde_yaml::from_str(yaml).unwrap()
     }
 
+    /// The object `make` wants for the spec `yaml` (which must want one).
+    pub fn wanted(yaml: &str, make: fn(&Input, &ChildNames) -> Option<Child>) -> serde_json::Value {
+        let spec = spec_from_yaml(yaml);
+        let i = input(&spec);
+        make(&i, &i.names()).expect("the spec wants it").object
+    }
+
     /// The control plane StatefulSet of the spec `yaml`.
     pub fn sts(yaml: &str) -> serde_json::Value {
         let spec = spec_from_yaml(yaml);

@@ -222,9 +222,10 @@ mod tests {
     /// `vcluster_syncer_reconcile_errors_total` needs a target.
     #[test]
     fn control_plane_policy_admits_the_proxy_and_metrics_ports_from_anywhere() {
-        let spec = spec_from_yaml("policies: {networkPolicy: {enabled: true}}");
-        let i = input(&spec);
-        let policy = control_plane_policy(&i, &i.names()).unwrap().object;
+        let policy = wanted(
+            "policies: {networkPolicy: {enabled: true}}",
+            control_plane_policy,
+        );
         let open = &policy["spec"]["ingress"][1];
         assert!(open.get("from").is_none(), "{open}");
         assert_eq!(
@@ -304,9 +305,10 @@ mod tests {
 
     #[test]
     fn workload_policy_blocks_private_ranges_and_admits_only_its_cluster() {
-        let spec = spec_from_yaml("policies: {networkPolicy: {enabled: true}}");
-        let i = input(&spec);
-        let policy = workload_policy(&i, &i.names()).unwrap().object;
+        let policy = wanted(
+            "policies: {networkPolicy: {enabled: true}}",
+            workload_policy,
+        );
         let spec = &policy["spec"];
         assert_eq!(
             spec["podSelector"]["matchLabels"]["vcluster.loft.sh/managed-by"],

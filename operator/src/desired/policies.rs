@@ -80,23 +80,20 @@ mod tests {
 
     #[test]
     fn quota_uses_the_seed_defaults_and_overrides() {
-        let spec = spec_from_yaml("policies: {resourceQuota: {enabled: true}}");
-        let i = input(&spec);
-        let quota = resource_quota(&i, &i.names()).unwrap().object;
+        let quota = wanted("policies: {resourceQuota: {enabled: true}}", resource_quota);
         assert_eq!(quota["spec"]["hard"]["requests.cpu"], "8");
         assert_eq!(quota["spec"]["hard"]["pods"], "50");
 
-        let spec = spec_from_yaml("policies: {resourceQuota: {enabled: true, quota: {pods: 30}}}");
-        let i = input(&spec);
-        let quota = resource_quota(&i, &i.names()).unwrap().object;
+        let quota = wanted(
+            "policies: {resourceQuota: {enabled: true, quota: {pods: 30}}}",
+            resource_quota,
+        );
         assert_eq!(quota["spec"]["hard"], json!({ "pods": "30" }));
     }
 
     #[test]
     fn limit_range_has_container_and_claim_limits_and_skips_empty_maps() {
-        let spec = spec_from_yaml("policies: {limitRange: {enabled: true}}");
-        let i = input(&spec);
-        let lr = limit_range(&i, &i.names()).unwrap().object;
+        let lr = wanted("policies: {limitRange: {enabled: true}}", limit_range);
         let container = &lr["spec"]["limits"][0];
         assert_eq!(container["type"], "Container");
         assert_eq!(container["default"]["memory"], "512Mi");
