@@ -21,5 +21,6 @@ for crd in "$dir"/config/crd/standard/gateway.networking.k8s.io_*.yaml; do
 done
 "${kubectl[@]}" wait --for condition=Established --timeout 60s \
     crd/gateways.gateway.networking.k8s.io crd/httproutes.gateway.networking.k8s.io \
-    crd/grpcroutes.gateway.networking.k8s.io crd/gatewayclasses.gateway.networking.k8s.io >/dev/null
+    crd/grpcroutes.gateway.networking.k8s.io crd/tlsroutes.gateway.networking.k8s.io \
+    crd/gatewayclasses.gateway.networking.k8s.io >/dev/null
 echo "$GATEWAY_API_VERSION"

@@ -62,7 +62,7 @@ fn install_gateway_api() {
     );
 }
 
-/// A tenant's Gateway, HTTPRoute and GRPCRoute reach the host with host names in every
+/// A tenant's Gateway, HTTPRoute, GRPCRoute and TLSRoute reach the host with host names in every
 /// reference, a host GatewayClass reaches the tenant, the route status a controller writes on
 /// the host comes back with the tenant's parentRef, a missing backend Service gets an event
 /// naming the field, and deleting the virtual route deletes its host copy.
@@ -73,7 +73,7 @@ async fn gateway_api_objects_round_trip() {
         "res-gw",
         json!({ "sync": {
             "toHost": { "gateways": { "enabled": true }, "httpRoutes": { "enabled": true },
-                        "grpcRoutes": { "enabled": true } },
+                        "grpcRoutes": { "enabled": true }, "tlsRoutes": { "enabled": true } },
             "fromHost": { "gatewayClasses": { "enabled": true } },
         } }),
     )
@@ -99,10 +99,11 @@ async fn gateway_api_objects_round_trip() {
     })
     .await;
 
-    let (gw, http, grpc) = (
+    let (gw, http, grpc, tls) = (
         resource("Gateway", "gateways"),
         resource("HTTPRoute", "httproutes"),
         resource("GRPCRoute", "grpcroutes"),
+        resource("TLSRoute", "tlsroutes"),
     );
     create(&virt_api(&s, &gw), json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": { "name": "web" },
@@ -121,6 +122,9 @@ async fn gateway_api_objects_round_trip() {
     };
     create(&virt_api(&s, &http), route("HTTPRoute", "shop", "web")).await;
     create(&virt_api(&s, &grpc), route("GRPCRoute", "rpc", "web")).await;
+    let mut passthrough = route("TLSRoute", "db", "web");
+    passthrough["spec"]["hostnames"] = json!(["db.example.com"]);
+    create(&virt_api(&s, &tls), passthrough).await;
     create(&virt_api(&s, &http), route("HTTPRoute", "lost", "nope")).await;
 
     let host_gw = wait::until("host Gateway", TIMEOUT, || async {
@@ -134,7 +138,7 @@ async fn gateway_api_objects_round_trip() {
     );
     assert_eq!(listener["allowedRoutes"]["namespaces"]["from"], "Same");
     assert_eq!(host_gw.data["spec"]["gatewayClassName"], json!(class_name));
-    for (r, name) in [(&http, "shop"), (&grpc, "rpc")] {
+    for (r, name) in [(&http, "shop"), (&grpc, "rpc"), (&tls, "db")] {
         let host = wait::until("host route", TIMEOUT, || async {
             present(&host_api(&s, r), s.host_name(name)).await
         })

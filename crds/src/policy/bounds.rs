@@ -114,6 +114,8 @@ pub enum ToHostKind {
     HttpRoutes,
     #[serde(rename = "grpcRoutes")]
     GrpcRoutes,
+    #[serde(rename = "tlsRoutes")]
+    TlsRoutes,
 }
 
 /// A `sync.fromHost` field, spelled as in the VirtualCluster spec.

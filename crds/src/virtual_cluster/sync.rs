@@ -88,13 +88,14 @@ impl Sync {
                 (to.gateways.enabled, "gateways"),
                 (to.http_routes.enabled, "httproutes"),
                 (to.grpc_routes.enabled, "grpcroutes"),
+                (to.tls_routes.enabled, "tlsroutes"),
             ]),
             on(&[(from.gateway_classes.enabled, "gatewayclasses")]),
         )
     }
 }
 
-/// The Gateway API group the `gateways`, `httpRoutes`, `grpcRoutes` and `gatewayClasses`
+/// The Gateway API group the `gateways`, `*Routes` and `gatewayClasses`
 /// fields sync, and the version they sync.
 pub const GATEWAY_API_GROUP: &str = "gateway.networking.k8s.io";
 pub const GATEWAY_API_VERSION: &str = "v1";
@@ -151,6 +152,9 @@ pub struct ToHost {
     /// Gateway API GRPCRoutes.
     #[serde(default = "Toggle::off", rename = "grpcRoutes")]
     pub grpc_routes: Toggle,
+    /// Gateway API TLSRoutes (TLS passed through to a backend chosen by SNI host name).
+    #[serde(default = "Toggle::off", rename = "tlsRoutes")]
+    pub tls_routes: Toggle,
     /// Keyed `<plural>.<group>` (optionally `/<version>`), e.g. `certificates.cert-manager.io`.
     #[serde(default)]
     #[schemars(extend("maxProperties" = 64))]
@@ -175,6 +179,7 @@ impl Default for ToHost {
             gateways: Toggle::off(),
             http_routes: Toggle::off(),
             grpc_routes: Toggle::off(),
+            tls_routes: Toggle::off(),
             custom_resources: CustomResources::default(),
         }
     }

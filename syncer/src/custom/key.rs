@@ -193,7 +193,7 @@ mod tests {
     #[test]
     fn gateway_api_fields_are_keys_of_their_group() {
         let s = sync(
-            "{toHost: {gateways: {enabled: true}, grpcRoutes: {enabled: true}, customResources: {gateways.gateway.networking.k8s.io/v1beta1: {enabled: true}}}, fromHost: {gatewayClasses: {enabled: true}}}",
+            "{toHost: {gateways: {enabled: true}, grpcRoutes: {enabled: true}, tlsRoutes: {enabled: true}, customResources: {gateways.gateway.networking.k8s.io/v1beta1: {enabled: true}}}, fromHost: {gatewayClasses: {enabled: true}}}",
         );
         let got: Vec<(String, Option<String>, Direction)> = enabled(&s)
             .unwrap()
@@ -212,6 +212,7 @@ mod tests {
             vec![
                 key("gateways", "v1beta1", Direction::ToHost),
                 key("grpcroutes", "v1", Direction::ToHost),
+                key("tlsroutes", "v1", Direction::ToHost),
                 key("gatewayclasses", "v1", Direction::FromHost),
             ]
         );

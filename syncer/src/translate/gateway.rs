@@ -1,5 +1,5 @@
-//! Gateway API objects to the host (pure). Tenants' Gateways, HTTPRoutes and GRPCRoutes are
-//! mirrored by the custom-resource machinery ([`crate::custom`]); this rewrites the references
+//! Gateway API objects to the host (pure). Tenants' Gateways, HTTPRoutes, GRPCRoutes and
+//! TLSRoutes are mirrored by the custom-resource machinery ([`crate::custom`]); this rewrites the references
 //! in their spec to the host copies (as Ingresses get theirs), refuses the references a host
 //! copy cannot keep, and brings route status back with the tenant's own parentRefs.
 //!
@@ -22,6 +22,7 @@ pub enum Kind {
     Gateway,
     HttpRoute,
     GrpcRoute,
+    TlsRoute,
 }
 
 impl Kind {
@@ -32,6 +33,7 @@ impl Kind {
             (GROUP, "gateways") => Some(Kind::Gateway),
             (GROUP, "httproutes") => Some(Kind::HttpRoute),
             (GROUP, "grpcroutes") => Some(Kind::GrpcRoute),
+            (GROUP, "tlsroutes") => Some(Kind::TlsRoute),
             _ => None,
         }
     }
@@ -209,7 +211,8 @@ fn host_filters(
     Ok(())
 }
 
-/// Rewrites route `spec` (HTTPRoute or GRPCRoute, in `namespace`) for the host and returns
+/// Rewrites route `spec` (HTTPRoute, GRPCRoute or TLSRoute, in `namespace`) for the host and
+/// returns
 /// the Services it sends to.
 fn host_route(
     spec: &mut Value,
@@ -307,7 +310,7 @@ pub fn host_spec(
 ) -> Result<Vec<LocalRef>, TranslateError> {
     match kind {
         Kind::Gateway => host_gateway(spec, namespace, target),
-        Kind::HttpRoute | Kind::GrpcRoute => host_route(spec, namespace, target),
+        Kind::HttpRoute | Kind::GrpcRoute | Kind::TlsRoute => host_route(spec, namespace, target),
     }
 }
 

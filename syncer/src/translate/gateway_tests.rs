@@ -34,6 +34,34 @@ fn parent_refs_name_the_host_gateways() {
     assert_eq!(spec["hostnames"], json!(["shop.example.com"]));
 }
 
+/// A TLSRoute (hostnames and plain backendRefs) is rewritten as the other routes are: its
+/// Gateway and its Service named by their host copies, its SNI host names kept.
+#[test]
+fn tls_routes_name_the_host_gateway_and_services() {
+    let mut spec = json!({
+        "parentRefs": [{"name": "web", "sectionName": "tls"}],
+        "hostnames": ["db.example.com"],
+        "rules": [{"backendRefs": [{"name": "db", "port": 5432}]}]
+    });
+    let services = host_spec(
+        Kind::of(GROUP, "tlsroutes").unwrap(),
+        &mut spec,
+        "shop",
+        &target(),
+    )
+    .unwrap();
+    assert_eq!(
+        spec,
+        json!({
+            "parentRefs": [{"name": "web-x-shop-x-vc", "sectionName": "tls"}],
+            "hostnames": ["db.example.com"],
+            "rules": [{"backendRefs": [{"name": "db-x-shop-x-vc", "port": 5432}]}]
+        })
+    );
+    let names: Vec<&str> = services.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["db"]);
+}
+
 /// Backends and mirrors name the host copies of their Services, in the route's namespace,
 /// keeping ports and weights; the Services are reported by field for the existence check.
 #[test]
