@@ -409,6 +409,40 @@ async fn a_pod_naming_a_node_is_placed_there_only_when_the_tenant_is_shown_it() 
     s.teardown().await;
 }
 
+/// A pod that projects a ClusterTrustBundle is refused with an event naming the source, and
+/// gets no host copy: copied as it is, it would mount the host's bundles by the tenant's names.
+#[tokio::test]
+async fn a_pod_projecting_a_cluster_trust_bundle_is_refused() {
+    let s = setup("iso-ctb", json!({})).await;
+    let _syncer = s.start_syncer();
+    s.create::<Pod>(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "bundled" },
+        "spec": {
+            "containers": [{ "name": "app", "image": "nginx",
+                             "volumeMounts": [{ "name": "cas", "mountPath": "/cas" }] }],
+            "volumes": [{ "name": "cas", "projected": { "sources": [
+                { "clusterTrustBundle": { "signerName": "example.com/ca", "path": "ca.pem" } }
+            ] } }],
+        },
+    }))
+    .await;
+    let event = warning_in(&s.virt, &s.vns.name, "Pod", "bundled", "VolumeNotSupported").await;
+    let note = event.message.unwrap_or_default();
+    assert!(
+        note.contains("spec.volumes[0].projected.sources[0].clusterTrustBundle"),
+        "{note}"
+    );
+    let host_pods: Api<Pod> = s.host_api();
+    let host_name = s.host_name("bundled");
+    wait::holds(
+        "no host pod for the pod projecting a trust bundle",
+        Duration::from_secs(5),
+        || absent(&host_pods, &host_name),
+    )
+    .await;
+    s.teardown().await;
+}
+
 /// `kubectl auth can-i` as `kubeconfig`: Some(true/false) from the API server's authorizer,
 /// None when the question could not be asked (so a broken kubeconfig never reads as "no").
 fn can_i(kubeconfig: &std::path::Path, args: &[&str]) -> Option<bool> {

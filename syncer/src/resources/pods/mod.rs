@@ -1,6 +1,6 @@
-//! Pods: refused when they break the Pod Security Standard; otherwise copied to the host,
-//! their status copied back, the virtual pod bound to the node its host copy landed on, and
-//! a virtual service-account token minted for them ([`token`]).
+//! Pods: refused when they break the Pod Security Standard or project a ClusterTrustBundle;
+//! otherwise copied to the host, their status copied back, the virtual pod bound to the node
+//! its host copy landed on, and a virtual service-account token minted for them ([`token`]).
 
 mod token;
 
@@ -22,7 +22,7 @@ use crate::{
         placement::Placement,
         pod::{
             PodEnv, TokenDelivery, host_pod, patch_host_pod, requested_node, requested_tokens,
-            updated_spec, virtual_status,
+            trust_bundles_refused, updated_spec, virtual_status,
         },
         pod_security,
     },
@@ -195,6 +195,12 @@ impl Syncer for Pods {
                     "not synced to the host: violates the {} pod security standard: {v}",
                     level.as_str()
                 ),
+            });
+        }
+        if let Err(e) = trust_bundles_refused(&spec) {
+            return Ok(Decision::Refuse {
+                reason: e.category(),
+                note: e.to_string(),
             });
         }
         for r in &self.references {

@@ -57,6 +57,26 @@ pub fn requested_node(
     }
 }
 
+/// Refuses a pod that projects a ClusterTrustBundle, naming the first such source: copied as
+/// it is, the host's kubelet would look the tenant's bundle names and signers up among the
+/// host's bundles (mounting those, or never starting the pod).
+pub fn trust_bundles_refused(spec: &PodSpec) -> Result<(), TranslateError> {
+    for (i, volume) in spec.volumes.iter().flatten().enumerate() {
+        let sources = volume
+            .projected
+            .iter()
+            .flat_map(|p| p.sources.iter().flatten());
+        for (j, source) in sources.enumerate() {
+            if source.cluster_trust_bundle.is_some() {
+                return Err(TranslateError::TrustBundleProjected {
+                    field: format!("spec.volumes[{i}].projected.sources[{j}].clusterTrustBundle"),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The search path of a tenant pod in virtual namespace `namespace`, as the kubelet writes it
 /// for `ClusterFirst` in a cluster whose domain is `domain`.
 pub fn dns_searches(namespace: &str, domain: &str) -> Vec<String> {
@@ -249,6 +269,39 @@ mod tests {
     use super::super::test_support::*;
     use super::fixture::*;
     use super::*;
+
+    /// A projected ClusterTrustBundle is refused with the path of its source; other
+    /// projected sources pass.
+    #[test]
+    fn projected_trust_bundles_are_refused_by_field() {
+        let spec: PodSpec = from_yaml(
+            "containers: [{name: app}]
+volumes:
+- {name: token, projected: {sources: [{serviceAccountToken: {path: t}}]}}
+- name: cas
+  projected:
+    sources:
+    - configMap: {name: extra}
+    - clusterTrustBundle: {signerName: example.com/ca, path: ca.pem}",
+        );
+        let refused = trust_bundles_refused(&spec).unwrap_err();
+        assert_eq!(
+            refused,
+            TranslateError::TrustBundleProjected {
+                field: "spec.volumes[1].projected.sources[1].clusterTrustBundle".into()
+            }
+        );
+        assert_eq!(refused.category(), "VolumeNotSupported");
+        assert_eq!(
+            trust_bundles_refused(&from_yaml("containers: [{name: app}]")),
+            Ok(())
+        );
+        let spec: PodSpec = from_yaml(
+            "containers: [{name: app}]
+volumes: [{name: token, projected: {sources: [{serviceAccountToken: {path: t}}]}}]",
+        );
+        assert_eq!(trust_bundles_refused(&spec), Ok(()));
+    }
 
     /// The host pod is named per design.md, scheduled by the host, and never mounts a host
     /// service-account token.
