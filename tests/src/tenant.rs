@@ -167,6 +167,18 @@ impl Tenant {
         .await
     }
 
+    /// Holds for 5 s that virtual pod `name` (refused, say) has no host copy.
+    pub async fn never_on_host(&self, name: &str) {
+        let api: Api<Pod> = self.host_api();
+        let host = self.host_name(name);
+        wait::holds(
+            &format!("no host pod for {name}"),
+            Duration::from_secs(5),
+            || absent(&api, &host),
+        )
+        .await;
+    }
+
     pub async fn teardown(self) {
         // Bound virtual pods wait for a kubelet to finish their deletion; none will once the
         // syncer is gone, so end them now or the virtual namespace never goes.

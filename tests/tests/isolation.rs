@@ -398,14 +398,7 @@ async fn a_pod_naming_a_node_is_placed_there_only_when_the_tenant_is_shown_it() 
         pinned.spec.unwrap().node_name.as_deref(),
         Some(node.as_str())
     );
-    let host_pods: Api<Pod> = s.host_api();
-    let bogus_host = s.host_name("bogus");
-    wait::holds(
-        "no host pod for the bogus node",
-        Duration::from_secs(5),
-        || absent(&host_pods, &bogus_host),
-    )
-    .await;
+    s.never_on_host("bogus").await;
     s.teardown().await;
 }
 
@@ -432,14 +425,7 @@ async fn a_pod_projecting_a_cluster_trust_bundle_is_refused() {
         note.contains("spec.volumes[0].projected.sources[0].clusterTrustBundle"),
         "{note}"
     );
-    let host_pods: Api<Pod> = s.host_api();
-    let host_name = s.host_name("bundled");
-    wait::holds(
-        "no host pod for the pod projecting a trust bundle",
-        Duration::from_secs(5),
-        || absent(&host_pods, &host_name),
-    )
-    .await;
+    s.never_on_host("bundled").await;
     s.teardown().await;
 }
 
