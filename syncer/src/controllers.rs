@@ -2,7 +2,8 @@
 //! from another (ConfigMaps and Secrets follow the pods that use them, Endpoints follow
 //! their Services and those of selector Services come back from the host, pods find the
 //! virtual DNS among the host Services, virtual Nodes follow the pods bound to them, host
-//! events are matched to synced pods through both pod caches, Secrets follow the Ingresses
+//! events are matched to synced pods through both pod caches, pods follow the
+//! ClusterTrustBundles they project, Secrets follow the Ingresses
 //! and Gateways serving them, PersistentVolumes follow the claims bound to them,
 //! NetworkPolicies follow the virtual Namespaces).
 
@@ -34,7 +35,7 @@ use crate::{
         network_policies::{self, NetworkPolicies},
         nodes,
         pdbs::Pdbs,
-        pods::Pods,
+        pods::{Pods, trust_bundles},
         priority_classes,
         pvcs::{self, Pvcs},
         pvs::Pvs,
@@ -270,7 +271,15 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
     }
     if to_host.pods.enabled {
         let queue = Queue::default();
-        let mut syncer = Pods::new(host_services, pods.host.clone(), queue.clone(), pod_patches);
+        let (bundles, task) = trust_bundles::watch(&ctx, pods.virt.clone(), queue.clone());
+        tasks.push(task);
+        let mut syncer = Pods::new(
+            host_services,
+            pods.host.clone(),
+            queue.clone(),
+            bundles,
+            pod_patches,
+        );
         syncer.references = pod_references;
         engines.push(Box::pin(engine::run(
             syncer,

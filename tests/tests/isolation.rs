@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
+    certificates::v1::ClusterTrustBundle,
     core::v1::{ConfigMap, Event, Namespace, PersistentVolume, Pod, Service, ServiceAccount},
     discovery::v1::EndpointSlice,
     networking::v1::NetworkPolicy,
@@ -402,11 +403,50 @@ async fn a_pod_naming_a_node_is_placed_there_only_when_the_tenant_is_shown_it() 
     s.teardown().await;
 }
 
-/// A pod that projects a ClusterTrustBundle is refused with an event naming the source, and
-/// gets no host copy: copied as it is, it would mount the host's bundles by the tenant's names.
+/// A self-signed CA certificate as PEM, named `name`.
+fn ca_pem(name: &str) -> String {
+    let mut params = rcgen::CertificateParams::new(vec![name.to_string()]).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let key = rcgen::KeyPair::generate().unwrap();
+    params.self_signed(&key).unwrap().pem()
+}
+
+/// Whether key `key` of host ConfigMap `cm` holds exactly `pem`.
+async fn holds_bundle(
+    config_maps: &Api<ConfigMap>,
+    cm: &str,
+    key: &str,
+    pem: &str,
+) -> Result<(), String> {
+    let data = present(config_maps, cm).await?.data.unwrap_or_default();
+    match data.get(key) {
+        Some(found) if found == pem => Ok(()),
+        found => Err(format!("{key}: {found:?}")),
+    }
+}
+
+/// A pod projecting a ClusterTrustBundle by name gets the virtual cluster's bundle of that
+/// name, never the host's: its host copy mounts a ConfigMap of its own that the syncer fills
+/// from the virtual bundle, and that follows the bundle when it changes.
 #[tokio::test]
-async fn a_pod_projecting_a_cluster_trust_bundle_is_refused() {
+async fn a_projected_cluster_trust_bundle_is_the_virtual_clusters_not_the_hosts() {
     let s = setup("iso-ctb", json!({})).await;
+    // Cluster-scoped, so named after this run's namespace; the host gets a decoy of the name.
+    let name = format!("{}.bundle", s.ns.name);
+    let bundle = |pem: &str| {
+        json!({
+            "apiVersion": "certificates.k8s.io/v1", "kind": "ClusterTrustBundle",
+            "metadata": { "name": name }, "spec": { "trustBundle": pem },
+        })
+    };
+    let (host_ca, virtual_ca, renewed_ca) = (ca_pem("host"), ca_pem("tenant"), ca_pem("tenant-2"));
+    let host_bundles: Api<ClusterTrustBundle> = Api::all(s.host.clone());
+    let virtual_bundles: Api<ClusterTrustBundle> = Api::all(s.virt.clone());
+    let params = PostParams::default();
+    let decoy = serde_json::from_value(bundle(&host_ca)).unwrap();
+    host_bundles.create(&params, &decoy).await.unwrap();
+    let own = serde_json::from_value(bundle(&virtual_ca)).unwrap();
+    virtual_bundles.create(&params, &own).await.unwrap();
     let _syncer = s.start_syncer();
     s.create::<Pod>(json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "bundled" },
@@ -414,18 +454,52 @@ async fn a_pod_projecting_a_cluster_trust_bundle_is_refused() {
             "containers": [{ "name": "app", "image": "nginx",
                              "volumeMounts": [{ "name": "cas", "mountPath": "/cas" }] }],
             "volumes": [{ "name": "cas", "projected": { "sources": [
-                { "clusterTrustBundle": { "signerName": "example.com/ca", "path": "ca.pem" } }
+                { "clusterTrustBundle": { "name": name, "path": "ca.pem" } }
             ] } }],
         },
     }))
     .await;
-    let event = warning_in(&s.virt, &s.vns.name, "Pod", "bundled", "VolumeNotSupported").await;
-    let note = event.message.unwrap_or_default();
-    assert!(
-        note.contains("spec.volumes[0].projected.sources[0].clusterTrustBundle"),
-        "{note}"
-    );
-    s.never_on_host("bundled").await;
+
+    let host_pods: Api<Pod> = s.host_api();
+    let host_pod = wait::until("the host pod", TIMEOUT, || {
+        present(&host_pods, s.host_name("bundled"))
+    })
+    .await;
+    let volumes = host_pod.spec.unwrap().volumes.unwrap();
+    let source = &volumes[0]
+        .projected
+        .as_ref()
+        .unwrap()
+        .sources
+        .as_ref()
+        .unwrap()[0];
+    assert!(source.cluster_trust_bundle.is_none(), "{source:?}");
+    let config_map = source.config_map.as_ref().expect("a ConfigMap source");
+    let item = &config_map.items.as_ref().unwrap()[0];
+    assert_eq!(item.path, "ca.pem");
+
+    let config_maps: Api<ConfigMap> = s.host_api();
+    let (cm, key) = (&config_map.name, &item.key);
+    wait::until("the virtual bundle in the host ConfigMap", TIMEOUT, || {
+        holds_bundle(&config_maps, cm, key, &virtual_ca)
+    })
+    .await;
+    assert_ne!(virtual_ca, host_ca);
+
+    let mut renewed = virtual_bundles.get(&name).await.unwrap();
+    renewed.spec.trust_bundle = renewed_ca.clone();
+    virtual_bundles
+        .replace(&name, &params, &renewed)
+        .await
+        .unwrap();
+    wait::until("the renewed bundle in the host ConfigMap", TIMEOUT, || {
+        holds_bundle(&config_maps, cm, key, &renewed_ca)
+    })
+    .await;
+
+    let gone = DeleteParams::default();
+    host_bundles.delete(&name, &gone).await.unwrap();
+    virtual_bundles.delete(&name, &gone).await.unwrap();
     s.teardown().await;
 }
 

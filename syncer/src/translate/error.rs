@@ -29,14 +29,6 @@ pub enum TranslateError {
     /// A Gateway API reference the host copy cannot keep (field path, why, and the fix).
     #[error("not synced to the host: {field} {why}")]
     RefNotPermitted { field: String, why: String },
-    /// A pod projects ClusterTrustBundles, which have no host copy: the host kubelet would
-    /// read the host's own bundles by the tenant's names and signers.
-    #[error(
-        "not synced to the host: {field} projects a ClusterTrustBundle, which vnest does not \
-         sync (the host's kubelet would read the host's bundles); put the CA bundle in a \
-         ConfigMap and project that instead"
-    )]
-    TrustBundleProjected { field: String },
 }
 
 impl TranslateError {
@@ -48,7 +40,6 @@ impl TranslateError {
             TranslateError::Headless { .. } | TranslateError::NoSelector { .. } => "NotReplicated",
             TranslateError::Unnamed { .. } => "Unnamed",
             TranslateError::RefNotPermitted { .. } => "RefNotPermitted",
-            TranslateError::TrustBundleProjected { .. } => "VolumeNotSupported",
         }
     }
 }

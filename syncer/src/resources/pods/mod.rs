@@ -1,11 +1,13 @@
-//! Pods: refused when they break the Pod Security Standard or project a ClusterTrustBundle;
-//! otherwise copied to the host, their status copied back, the virtual pod bound to the node
-//! its host copy landed on, and a virtual service-account token minted for them ([`token`]).
+//! Pods: refused when they break the Pod Security Standard; otherwise copied to the host,
+//! their status copied back, the virtual pod bound to the node its host copy landed on, a
+//! virtual service-account token minted for them ([`token`]) and the ClusterTrustBundles they
+//! project delivered in a host ConfigMap ([`trust_bundles`]).
 
 mod token;
+pub mod trust_bundles;
 
 use k8s_openapi::api::core::v1::{Binding, Container, ObjectReference, Pod, PodSpec, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, PostParams},
@@ -22,12 +24,13 @@ use crate::{
         placement::Placement,
         pod::{
             PodEnv, TokenDelivery, host_pod, patch_host_pod, requested_node, requested_tokens,
-            trust_bundles_refused, updated_spec, virtual_status,
+            updated_spec, virtual_status,
         },
         pod_security,
     },
 };
 use token::Tokens;
+use trust_bundles::TrustBundles;
 
 /// What the syncs read of a cached host pod: its metadata and status, and of its spec the
 /// node and what [`updated_spec`] compares (containers' names and images, the deadline, the
@@ -56,6 +59,17 @@ fn trim_host(pod: &mut Pod) {
 }
 
 /// The live host pod's spec with `desired`'s changes to its mutable fields, if any.
+/// The host pod `host` as the owner of the Secret and ConfigMap made for it, which go with it.
+fn owned_by(host: &Pod) -> OwnerReference {
+    OwnerReference {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        name: host.name_any(),
+        uid: host.uid().unwrap_or_default(),
+        ..Default::default()
+    }
+}
+
 fn spec_update(actual: &Pod, desired: &Pod) -> Option<PodSpec> {
     updated_spec(actual.spec.as_ref()?, desired.spec.as_ref()?)
 }
@@ -70,6 +84,7 @@ pub struct Pods {
     host_pods: Cache<Pod>,
     api_service: OnceCell<(String, i32)>,
     tokens: Tokens,
+    trust_bundles: TrustBundles,
     /// `toHost.pods.patches` and `translatePatches`, parsed once.
     patches: PodPatches,
     /// Kinds whose host copies a pod mounts: a pod using a conflicted name is refused.
@@ -82,6 +97,7 @@ impl Pods {
         host_services: Cache<Service>,
         host_pods: Cache<Pod>,
         queue: Queue,
+        trust_bundles: TrustBundles,
         patches: PodPatches,
     ) -> Self {
         Pods {
@@ -89,6 +105,7 @@ impl Pods {
             host_pods,
             api_service: OnceCell::new(),
             tokens: Tokens::new(queue),
+            trust_bundles,
             patches,
             references: Vec::new(),
         }
@@ -197,12 +214,6 @@ impl Syncer for Pods {
                 ),
             });
         }
-        if let Err(e) = trust_bundles_refused(&spec) {
-            return Ok(Decision::Refuse {
-                reason: e.category(),
-                note: e.to_string(),
-            });
-        }
         for r in &self.references {
             if let Some((used, owner)) = conflicted_reference(&(r.used_by)(virt), &r.owner_of) {
                 let name = ctx.target.host_name(&used.1, &used.0);
@@ -287,6 +298,7 @@ impl Syncer for Pods {
         if ctx.config.sync.to_host.pods.use_secrets_for_sa_tokens {
             self.tokens.ensure_secret(ctx, virt, host).await?;
         }
+        self.trust_bundles.ensure(ctx, virt, host).await?;
         // Bind first, so a virtual pod seen Running is always on its node.
         let host_node = host.spec.as_ref().and_then(|s| s.node_name.as_deref());
         let virt_node = virt.spec.as_ref().and_then(|s| s.node_name.as_deref());

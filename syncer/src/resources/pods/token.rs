@@ -9,10 +9,7 @@ use k8s_openapi::api::{
     authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec},
     core::v1::{Pod, Secret, ServiceAccount},
 };
-use k8s_openapi::{
-    ByteString,
-    apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
-};
+use k8s_openapi::{ByteString, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use kube::{Api, ResourceExt, api::PostParams};
 use vnest_crds::{
     meta::{ANNOTATION_OBJECT_UID, ANNOTATION_TOKEN_RENEW_AT},
@@ -203,13 +200,7 @@ impl Tokens {
                     .into(),
                 ),
                 namespace: Some(ctx.target.host_namespace.clone()),
-                owner_references: Some(vec![OwnerReference {
-                    api_version: "v1".into(),
-                    kind: "Pod".into(),
-                    name: host.name_any(),
-                    uid: host.uid().unwrap_or_default(),
-                    ..Default::default()
-                }]),
+                owner_references: Some(vec![super::owned_by(host)]),
                 ..Default::default()
             },
             data: Some(

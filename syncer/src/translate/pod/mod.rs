@@ -1,13 +1,15 @@
 //! Pods: the host copy of a virtual pod, every reference inside it renamed into the host
 //! namespace, and the host pod's status as the virtual pod shows it. The renaming of
-//! references ([`references`]), the service-account token ([`token`]), what the pod's
-//! environment tells it about itself ([`env`]) and the fields a created pod may still change
-//! ([`mutable`]) have their own modules.
+//! references ([`references`]), the service-account token ([`token`]), projected
+//! ClusterTrustBundles ([`trust_bundles`]), what the pod's environment tells it about itself
+//! ([`env`]) and the fields a created pod may still change ([`mutable`]) have their own
+//! modules.
 
 mod env;
 mod mutable;
 mod references;
 mod token;
+mod trust_bundles;
 
 use k8s_openapi::api::core::v1::{Pod, PodDNSConfig, PodDNSConfigOption, PodSpec, PodStatus};
 use vnest_crds::meta::ANNOTATION_TOKEN_RENEW_AT;
@@ -16,11 +18,13 @@ use vnest_crds::patch::PodPatches;
 pub use mutable::updated_spec;
 pub use references::{References, references};
 pub use token::{ANNOTATION_TOKEN, TOKEN_KEY, TokenDelivery, requested_tokens};
+pub use trust_bundles::{bundle_data, config_map_name, trust_bundle_sources};
 
 use super::{Target, TranslateError};
 use env::{point_at_virtual_api, rewrite_downward_api};
 use references::{containers_mut, walk_references};
 use token::replace_tokens;
+use trust_bundles::replace_trust_bundles;
 
 /// What the host pod needs besides the virtual pod itself.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -57,26 +61,6 @@ pub fn requested_node(
     }
 }
 
-/// Refuses a pod that projects a ClusterTrustBundle, naming the first such source: copied as
-/// it is, the host's kubelet would look the tenant's bundle names and signers up among the
-/// host's bundles (mounting those, or never starting the pod).
-pub fn trust_bundles_refused(spec: &PodSpec) -> Result<(), TranslateError> {
-    for (i, volume) in spec.volumes.iter().flatten().enumerate() {
-        let sources = volume
-            .projected
-            .iter()
-            .flat_map(|p| p.sources.iter().flatten());
-        for (j, source) in sources.enumerate() {
-            if source.cluster_trust_bundle.is_some() {
-                return Err(TranslateError::TrustBundleProjected {
-                    field: format!("spec.volumes[{i}].projected.sources[{j}].clusterTrustBundle"),
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
 /// The search path of a tenant pod in virtual namespace `namespace`, as the kubelet writes it
 /// for `ClusterFirst` in a cluster whose domain is `domain`.
 pub fn dns_searches(namespace: &str, domain: &str) -> Vec<String> {
@@ -99,6 +83,11 @@ pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
         env.token.as_ref(),
     );
     rewrite_downward_api(&mut spec);
+    let metadata = target.host_meta("Pod", &virt.metadata);
+    replace_trust_bundles(
+        spec.volumes.as_deref_mut().unwrap_or_default(),
+        &config_map_name(metadata.name.as_deref().unwrap_or_default()),
+    );
 
     // The host scheduler places the pod (a checked `spec.nodeName` is set by the caller, see
     // [`requested_node`]); the host's own credentials never reach it.
@@ -147,7 +136,7 @@ pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
             }]),
         });
     }
-    let mut metadata = target.host_meta("Pod", &virt.metadata);
+    let mut metadata = metadata;
     if let Some(TokenDelivery::Annotation { token, renew_at }) = &env.token {
         let annotations = metadata.annotations.get_or_insert_default();
         annotations.insert(ANNOTATION_TOKEN.to_string(), token.clone());
@@ -269,39 +258,6 @@ mod tests {
     use super::super::test_support::*;
     use super::fixture::*;
     use super::*;
-
-    /// A projected ClusterTrustBundle is refused with the path of its source; other
-    /// projected sources pass.
-    #[test]
-    fn projected_trust_bundles_are_refused_by_field() {
-        let spec: PodSpec = from_yaml(
-            "containers: [{name: app}]
-volumes:
-- {name: token, projected: {sources: [{serviceAccountToken: {path: t}}]}}
-- name: cas
-  projected:
-    sources:
-    - configMap: {name: extra}
-    - clusterTrustBundle: {signerName: example.com/ca, path: ca.pem}",
-        );
-        let refused = trust_bundles_refused(&spec).unwrap_err();
-        assert_eq!(
-            refused,
-            TranslateError::TrustBundleProjected {
-                field: "spec.volumes[1].projected.sources[1].clusterTrustBundle".into()
-            }
-        );
-        assert_eq!(refused.category(), "VolumeNotSupported");
-        assert_eq!(
-            trust_bundles_refused(&from_yaml("containers: [{name: app}]")),
-            Ok(())
-        );
-        let spec: PodSpec = from_yaml(
-            "containers: [{name: app}]
-volumes: [{name: token, projected: {sources: [{serviceAccountToken: {path: t}}]}}]",
-        );
-        assert_eq!(trust_bundles_refused(&spec), Ok(()));
-    }
 
     /// The host pod is named per design.md, scheduled by the host, and never mounts a host
     /// service-account token.
