@@ -1,6 +1,6 @@
 //! The watches that fill the syncer's caches, and the caches themselves.
 
-use std::{fmt::Debug, hash::Hash, ops::Deref};
+use std::{fmt::Debug, hash::Hash, sync::Arc};
 
 use futures::{
     FutureExt, Stream,
@@ -10,7 +10,7 @@ use kube::{
     Api, Resource, ResourceExt,
     runtime::{
         WatchStreamExt,
-        reflector::{Store, store::Writer},
+        reflector::{ObjectRef, Store, store::Writer},
         watcher,
     },
 };
@@ -60,15 +60,6 @@ where
             .shared();
         Cache { store, listed }
     }
-
-    /// Resolves once the cache has listed; any number of callers may wait at once.
-    pub async fn wait_until_ready(&self) -> Result<(), Unlisted> {
-        if self.listed.clone().await {
-            Ok(())
-        } else {
-            Err(Unlisted)
-        }
-    }
 }
 
 impl<K: Resource + 'static> Clone for Cache<K>
@@ -83,14 +74,37 @@ where
     }
 }
 
-impl<K: Resource + 'static> Deref for Cache<K>
+/// The reads of kube's [`Store`] the syncs use. Not a `Deref` to it: through one, a generic
+/// caller whose bounds miss the ones of [`Cache::wait_until_ready`] silently called kube's
+/// `Store::wait_until_ready` instead, whose waiters steal each other's wakeup (a Secret
+/// reconcile waiting for the Gateways' first list hung for good).
+impl<K: Resource + Clone + 'static> Cache<K>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
-    type Target = Store<K>;
+    /// Resolves once the cache has listed; any number of callers may wait at once.
+    pub async fn wait_until_ready(&self) -> Result<(), Unlisted> {
+        if self.listed.clone().await {
+            Ok(())
+        } else {
+            Err(Unlisted)
+        }
+    }
 
-    fn deref(&self) -> &Store<K> {
-        &self.store
+    pub fn state(&self) -> Vec<Arc<K>> {
+        self.store.state()
+    }
+
+    pub fn get(&self, key: &ObjectRef<K>) -> Option<Arc<K>> {
+        self.store.get(key)
+    }
+
+    pub fn len(&self) -> usize {
+        self.store.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.store.is_empty()
     }
 }
 
@@ -143,6 +157,35 @@ mod tests {
                 .unwrap();
             assert!(results.iter().all(Result::is_ok));
         }
+    }
+
+    /// Waits as a generic sync does, knowing no more of `K` than a `Cache` needs.
+    async fn generic_wait<K: Resource + Clone + 'static>(cache: Cache<K>) -> bool
+    where
+        K::DynamicType: Eq + std::hash::Hash + Clone,
+    {
+        cache.wait_until_ready().await.is_ok()
+    }
+
+    /// Waiters in generic code (a Secret reconcile waiting for the Gateways, an engine for
+    /// its caches) and in concrete code wait on the same first list and all hear of it.
+    #[tokio::test]
+    async fn generic_and_concrete_waiters_all_hear_of_the_first_list() {
+        let (cache, mut writer) = store::<ConfigMap>();
+        let generic = tokio::spawn(join_all((0..3).map(|_| generic_wait(cache.clone()))));
+        let concrete = tokio::spawn({
+            let cache = cache.clone();
+            async move { cache.wait_until_ready().await }
+        });
+        tokio::task::yield_now().await;
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitDone);
+        let heard = tokio::time::timeout(Duration::from_secs(5), async {
+            (generic.await.unwrap(), concrete.await.unwrap())
+        })
+        .await
+        .expect("every waiter woken");
+        assert!(heard.0.iter().all(|listed| *listed) && heard.1.is_ok());
     }
 
     /// A watch that ends before its first list fails every waiter instead of hanging it.
