@@ -116,6 +116,11 @@ impl Metrics {
         }
     }
 
+    /// Counts one write of a `kind` object to the host API server.
+    pub fn count_host_write(&self, kind: &str) {
+        self.host_writes.with_label_values(&[kind]).inc();
+    }
+
     /// Awaits `call`, recording its round trip under `name` in [`Metrics::api_call`].
     pub async fn timed<T>(&self, name: &str, call: impl Future<Output = T>) -> T {
         let start = Instant::now();

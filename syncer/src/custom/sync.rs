@@ -173,11 +173,7 @@ impl Runner {
     }
 
     fn count_write(&self) {
-        self.ctx
-            .metrics
-            .host_writes
-            .with_label_values(&[&self.res.name()])
-            .inc();
+        self.ctx.metrics.count_host_write(&self.res.name());
     }
 
     async fn mirror_to_host(&self, (namespace, name): &Key) -> anyhow::Result<()> {

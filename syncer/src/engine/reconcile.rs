@@ -37,11 +37,7 @@ impl<S: Syncer> Engine<S> {
     }
 
     fn count_write(&self) {
-        self.ctx
-            .metrics
-            .host_writes
-            .with_label_values(&[S::KIND])
-            .inc();
+        self.ctx.metrics.count_host_write(S::KIND);
     }
 
     async fn delete_host(&self, name: &str, virt: Option<&S::K>) -> anyhow::Result<()> {

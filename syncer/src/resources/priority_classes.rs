@@ -82,7 +82,7 @@ fn ours(ctx: &Ctx, host: &PriorityClass) -> bool {
 }
 
 async fn delete(ctx: &Ctx, api: &Api<PriorityClass>, name: &str) -> anyhow::Result<()> {
-    ctx.metrics.host_writes.with_label_values(&[KIND]).inc();
+    ctx.metrics.count_host_write(KIND);
     match api.delete(name, &DeleteParams::default()).await {
         Ok(_) => {
             tracing::info!(kind = KIND, host = name, "deleted host copy");
@@ -132,7 +132,7 @@ async fn reconcile(ctx: &Ctx, name: &str) -> anyhow::Result<()> {
             return Ok(());
         }
     }
-    ctx.metrics.host_writes.with_label_values(&[KIND]).inc();
+    ctx.metrics.count_host_write(KIND);
     engine::apply(&host_api, &host_name, &desired)
         .await
         .map_err(|e| anyhow::anyhow!("failed to apply host PriorityClass {host_name}: {e}"))?;

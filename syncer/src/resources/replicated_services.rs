@@ -199,11 +199,7 @@ impl Replicator {
 
     fn count_host_write(&self, direction: Direction) {
         if direction == Direction::ToHost {
-            self.ctx
-                .metrics
-                .host_writes
-                .with_label_values(&["Service"])
-                .inc();
+            self.ctx.metrics.count_host_write("Service");
         }
     }
 

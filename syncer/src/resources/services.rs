@@ -38,10 +38,7 @@ impl Services {
         let api: Api<Service> = Api::namespaced(ctx.virt.clone(), &ns);
         let host_api: Api<Service> = Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
         let replacement = serde_json::to_string(&with_cluster_ip(virt, ip))?;
-        ctx.metrics
-            .host_writes
-            .with_label_values(&["Service"])
-            .inc();
+        ctx.metrics.count_host_write("Service");
         host_api
             .patch_metadata(
                 &host.name_any(),
@@ -80,10 +77,7 @@ impl Services {
 /// Points host copy `host_name` at virtual Service `created` and drops the recreation record.
 async fn reown(ctx: &Ctx, host_name: &str, created: &Service) -> anyhow::Result<()> {
     let host_api: Api<Service> = Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
-    ctx.metrics
-        .host_writes
-        .with_label_values(&["Service"])
-        .inc();
+    ctx.metrics.count_host_write("Service");
     let annotations = json!({ ANNOTATION_OBJECT_UID: created.uid(), ANNOTATION_RECREATING: null });
     host_api
         .patch_metadata(

@@ -227,10 +227,7 @@ async fn write_to_host(
             .header(header::CONTENT_TYPE, "application/json")
             .body(serde_json::to_vec(&desired).unwrap_or_default())
             .map_err(|e| Rejection::TranslateError(e.to_string()))?;
-        ctx.metrics
-            .host_writes
-            .with_label_values(&[&res.name()])
-            .inc();
+        ctx.metrics.count_host_write(&res.name());
         result = ctx.host.request::<DynamicObject>(request).await.map(|_| ());
         match &result {
             Err(kube::Error::Api(s)) if s.code == 409 => continue,

@@ -58,7 +58,6 @@ fn trim_host(pod: &mut Pod) {
     }
 }
 
-/// The live host pod's spec with `desired`'s changes to its mutable fields, if any.
 /// The host pod `host` as the owner of the Secret and ConfigMap made for it, which go with it.
 fn owned_by(host: &Pod) -> OwnerReference {
     OwnerReference {
@@ -70,6 +69,18 @@ fn owned_by(host: &Pod) -> OwnerReference {
     }
 }
 
+/// Turns a host API error of a write made for virtual pod `virt` into "failed to `what` of pod
+/// <namespace>/<name>: <error>".
+fn failed_for(virt: &Pod, what: &'static str) -> impl FnOnce(kube::Error) -> anyhow::Error {
+    let pod = format!(
+        "{}/{}",
+        virt.namespace().unwrap_or_default(),
+        virt.name_any()
+    );
+    move |e| anyhow::anyhow!("failed to {what} of pod {pod}: {e}")
+}
+
+/// The live host pod's spec with `desired`'s changes to its mutable fields, if any.
 fn spec_update(actual: &Pod, desired: &Pod) -> Option<PodSpec> {
     updated_spec(actual.spec.as_ref()?, desired.spec.as_ref()?)
 }

@@ -213,20 +213,14 @@ impl Tokens {
             ..Default::default()
         };
         let secrets: Api<Secret> = Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
-        ctx.metrics.host_writes.with_label_values(&["Secret"]).inc();
+        ctx.metrics.count_host_write("Secret");
         ctx.metrics
             .timed(
                 "token_secret",
                 engine::apply(&secrets, &secret.name_any(), &secret),
             )
             .await
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "failed to store the token of pod {}/{}: {e}",
-                    virt.namespace().unwrap_or_default(),
-                    virt.name_any()
-                )
-            })?;
+            .map_err(super::failed_for(virt, "store the token"))?;
         self.remember(
             virt,
             Minted {

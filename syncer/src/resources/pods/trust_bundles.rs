@@ -96,20 +96,11 @@ impl TrustBundles {
             data: Some(data),
             ..Default::default()
         };
-        ctx.metrics
-            .host_writes
-            .with_label_values(&["ConfigMap"])
-            .inc();
+        ctx.metrics.count_host_write("ConfigMap");
         ctx.metrics
             .timed("trust_bundles", engine::apply(&api, &name, &config_map))
             .await
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "failed to write the trust bundles of pod {}/{}: {e}",
-                    virt.namespace().unwrap_or_default(),
-                    virt.name_any()
-                )
-            })?;
+            .map_err(super::failed_for(virt, "write the trust bundles"))?;
         Ok(())
     }
 }
