@@ -15,6 +15,7 @@ pub mod patch;
 pub mod policy;
 pub mod quantity;
 mod schema;
+pub mod service_cidr;
 pub mod syncer_config;
 pub mod template;
 pub mod translate;
@@ -24,6 +25,7 @@ pub use duration::{DurationError, DurationSpec};
 pub use field_error::FieldError;
 pub use policy::{VirtualClusterPolicy, VirtualClusterPolicySpec};
 pub use quantity::{QuantityMap, quantity_value};
+pub use service_cidr::ServiceCidr;
 pub use syncer_config::{HostDns, SyncerConfig};
 pub use template::{
     RenderedTemplate, TemplateParameter, TemplateRef, VirtualClusterTemplate,

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{CoreDns, Networking, PodSecurityStandard, Sync, VirtualClusterSpec};
+use crate::{CoreDns, Networking, PodSecurityStandard, ServiceCidr, Sync, VirtualClusterSpec};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -31,6 +31,10 @@ pub struct SyncerConfig {
     /// the operator only when the spec has entries, so adding it rolls no other pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_dns: Option<HostDns>,
+    /// The host cluster's Service ranges. A virtual Service whose address lies in their
+    /// dynamic band asks the host for that same address, so it need not be recreated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_service_cidrs: Vec<ServiceCidr>,
 }
 
 /// Where the host cluster's DNS server is, and the domain of its Services.
@@ -55,6 +59,7 @@ impl SyncerConfig {
             pod_security_standard: spec.policies.pod_security_standard,
             coredns: spec.control_plane.coredns.clone(),
             host_dns: None,
+            host_service_cidrs: vec![],
         }
     }
 }

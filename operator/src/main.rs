@@ -5,11 +5,13 @@ use std::{
 
 use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
+use k8s_openapi::api::networking::v1::ServiceCIDR;
 use kube::{
-    Client, Config,
+    Api, Client, Config,
     config::{KubeConfigOptions, Kubeconfig},
 };
 use tracing::info;
+use vnest_crds::ServiceCidr;
 use vnest_operator::{
     leader::LeaderElection,
     metrics::{self, Metrics, Readiness},
@@ -69,8 +71,8 @@ struct Args {
     cluster_domain: String,
     /// Service range of every virtual API server. Must contain the host cluster's Service
     /// CIDR: the syncer gives virtual Services the ClusterIPs of their host copies.
-    #[arg(long, env = "VNEST_SERVICE_CIDR", default_value = settings::DEFAULT_SERVICE_CIDR, value_parser = parse_cidr)]
-    service_cidr: String,
+    #[arg(long, env = "VNEST_SERVICE_CIDR", default_value = settings::DEFAULT_SERVICE_CIDR)]
+    service_cidr: ServiceCidr,
     /// The host cluster's DNS server, which `networking.resolveDNS` entries forward to.
     /// Default: the 10th address of `--service-cidr`, where kubeadm puts `kube-dns`.
     #[arg(long, env = "VNEST_HOST_DNS")]
@@ -102,17 +104,6 @@ struct Args {
 }
 
 /// An `address/prefix` CIDR, checked here rather than by every virtual API server at start.
-fn parse_cidr(value: &str) -> Result<String, String> {
-    let invalid = || format!("{value:?} is not a CIDR such as 10.96.0.0/12");
-    let (ip, prefix) = value.split_once('/').ok_or_else(invalid)?;
-    let ip: IpAddr = ip.parse().map_err(|_| invalid())?;
-    let max = if ip.is_ipv4() { 32 } else { 128 };
-    match prefix.parse::<u8>() {
-        Ok(p) if p <= max => Ok(value.to_string()),
-        _ => Err(invalid()),
-    }
-}
-
 fn init_tracing(format: LogFormat) {
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
@@ -137,7 +128,11 @@ async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> 
     Ok(Client::try_from(config)?)
 }
 
-fn settings(args: &Args, wake: Option<WakeEndpoint>) -> Settings {
+fn settings(
+    args: &Args,
+    wake: Option<WakeEndpoint>,
+    host_service_cidrs: Vec<ServiceCidr>,
+) -> Settings {
     let mut images = Images::default();
     let overrides = [
         (&args.syncer_image, &mut images.syncer),
@@ -154,13 +149,33 @@ fn settings(args: &Args, wake: Option<WakeEndpoint>) -> Settings {
     Settings {
         images,
         cluster_domain: args.cluster_domain.clone(),
-        service_cidr: args.service_cidr.clone(),
-        host_dns: args
-            .host_dns
-            .or_else(|| settings::tenth_address(&args.service_cidr)),
+        service_cidr: args.service_cidr,
+        host_service_cidrs,
+        host_dns: args.host_dns.or_else(|| args.service_cidr.nth(10)),
         wake,
         allow_extra_rules: args.allow_extra_rules,
     }
+}
+
+/// The host's Service ranges, from its `kubernetes` ServiceCIDR object (Kubernetes 1.33 and
+/// later); none when it cannot be read, which only costs every virtual Service one
+/// recreation with its host copy's address.
+async fn host_service_cidrs(client: &Client) -> Vec<ServiceCidr> {
+    let api: Api<ServiceCIDR> = Api::all(client.clone());
+    let cidrs = match api.get_opt("kubernetes").await {
+        Ok(found) => found.and_then(|c| c.spec).and_then(|s| s.cidrs),
+        Err(e) => {
+            tracing::warn!(error = %e, "failed to read the host's ServiceCIDR kubernetes; virtual Services will be recreated with their host copies' addresses");
+            None
+        }
+    };
+    let parsed: Vec<ServiceCidr> = cidrs
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|c| c.parse().ok())
+        .collect();
+    info!(cidrs = ?parsed.iter().map(ToString::to_string).collect::<Vec<_>>(), "host Service ranges");
+    parsed
 }
 
 /// Binds the wake listener when configured and starts serving it; returns where the cluster
@@ -229,7 +244,7 @@ async fn main() -> anyhow::Result<()> {
         args.namespaces.iter().cloned().map(Some).collect()
     };
     info!(?namespaces, identity = %identity, "starting controllers");
-    let settings = settings(&args, wake);
+    let settings = settings(&args, wake, host_service_cidrs(&client).await);
     let controllers = futures::future::join_all(namespaces.into_iter().map(|ns| {
         reconcile::controller::run(
             client.clone(),

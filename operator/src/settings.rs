@@ -2,6 +2,8 @@
 
 use std::net::IpAddr;
 
+use vnest_crds::ServiceCidr;
+
 /// Images the operator writes into StatefulSets when a spec names none.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Images {
@@ -34,6 +36,10 @@ impl Default for Images {
 /// kubeadm's default Service CIDR.
 pub const DEFAULT_SERVICE_CIDR: &str = "10.96.0.0/12";
 
+fn default_service_cidr() -> ServiceCidr {
+    DEFAULT_SERVICE_CIDR.parse().expect("a valid CIDR")
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
     pub images: Images,
@@ -41,7 +47,11 @@ pub struct Settings {
     pub cluster_domain: String,
     /// The virtual API server's Service range. It must contain the host's Service CIDR: the
     /// syncer gives virtual Services the ClusterIPs of their host copies.
-    pub service_cidr: String,
+    pub service_cidr: ServiceCidr,
+    /// The host's own Service ranges (its `kubernetes` ServiceCIDR object), given to every
+    /// syncer so it can ask the host for the address the virtual API server chose; empty
+    /// when unreadable (then every virtual Service is recreated with its host copy's).
+    pub host_service_cidrs: Vec<ServiceCidr>,
     /// The host cluster's DNS server (`--host-dns`), given to syncers whose spec has
     /// `networking.resolveDNS` entries; `None` when the Service CIDR is too small to guess it.
     pub host_dns: Option<IpAddr>,
@@ -66,46 +76,11 @@ impl Default for Settings {
         Settings {
             images: Images::default(),
             cluster_domain: "cluster.local".into(),
-            service_cidr: DEFAULT_SERVICE_CIDR.into(),
-            host_dns: tenth_address(DEFAULT_SERVICE_CIDR),
+            service_cidr: default_service_cidr(),
+            host_service_cidrs: vec![],
+            host_dns: default_service_cidr().nth(10),
             wake: None,
             allow_extra_rules: false,
         }
-    }
-}
-
-/// The 10th address of `cidr` (`10.96.0.10` for `10.96.0.0/12`): where kubeadm puts the
-/// cluster's DNS Service. `None` for a malformed CIDR or one with fewer than 11 addresses.
-pub fn tenth_address(cidr: &str) -> Option<IpAddr> {
-    let (ip, prefix) = cidr.split_once('/')?;
-    let prefix: u32 = prefix.parse().ok()?;
-    match ip.parse::<IpAddr>().ok()? {
-        IpAddr::V4(v4) if prefix <= 28 => {
-            let network = u32::from(v4) & u32::MAX.checked_shl(32 - prefix).unwrap_or(0);
-            Some(IpAddr::V4((network + 10).into()))
-        }
-        IpAddr::V6(v6) if prefix <= 124 => {
-            let network = u128::from(v6) & u128::MAX.checked_shl(128 - prefix).unwrap_or(0);
-            Some(IpAddr::V6((network + 10).into()))
-        }
-        _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The default host DNS address is kubeadm's: the 10th address of the Service range,
-    /// counted from the network address whatever address the CIDR is written with.
-    #[test]
-    fn the_host_dns_defaults_to_the_tenth_address_of_the_service_cidr() {
-        let at = |cidr: &str| tenth_address(cidr).map(|ip| ip.to_string());
-        assert_eq!(at("10.96.0.0/12").as_deref(), Some("10.96.0.10"));
-        assert_eq!(at("10.100.7.3/16").as_deref(), Some("10.100.0.10"));
-        assert_eq!(at("fd00:10:96::/108").as_deref(), Some("fd00:10:96::a"));
-        assert_eq!(at("0.0.0.0/0").as_deref(), Some("0.0.0.10"));
-        assert_eq!(at("10.0.0.0/29"), None, "8 addresses have no 10th");
-        assert_eq!(at("10.0.0.0"), None);
     }
 }

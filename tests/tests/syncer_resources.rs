@@ -618,3 +618,66 @@ async fn from_host_classes_are_shown_read_only() {
     .await;
     s.teardown().await;
 }
+
+/// A virtual Service keeps the address its API server gave it: the host copy asks for the
+/// same address (the bed's host and virtual API servers share a Service range) and gets it,
+/// so the tenant's Service is never deleted and recreated. An address the host has already
+/// given out is refused there; that Service is recreated on the host copy's address instead.
+#[tokio::test]
+async fn a_virtual_service_keeps_its_address_unless_the_host_gave_it_out() {
+    let s = setup("res-svc-ip", json!({})).await;
+    let _syncer = s.start_syncer();
+    let cluster_ip = |svc: &Service| svc.spec.as_ref().and_then(|s| s.cluster_ip.clone());
+    let virt_services: Api<Service> = s.virt_api();
+    let host_services: Api<Service> = s.host_api();
+    let ports = json!([{ "port": 80 }]);
+    let web = virt_services
+        .create(
+            &PostParams::default(),
+            &service("web", json!({ "app": "web" }), ports.clone()),
+        )
+        .await
+        .unwrap();
+    let host_web = wait::until("host copy of web", TIMEOUT, || async {
+        present(&host_services, s.host_name("web")).await
+    })
+    .await;
+    assert_eq!(cluster_ip(&host_web), cluster_ip(&web));
+    let now = virt_services.get("web").await.unwrap();
+    assert_eq!(now.metadata.uid, web.metadata.uid, "never recreated");
+
+    // A host Service holds an address; the tenant asks for that one in its own cluster.
+    let decoy = host_services
+        .create(
+            &PostParams::default(),
+            &service("decoy", json!({ "app": "decoy" }), ports.clone()),
+        )
+        .await
+        .unwrap();
+    let taken = cluster_ip(&decoy).unwrap();
+    let mut wanted = service("taken", json!({ "app": "taken" }), ports);
+    wanted.spec.as_mut().unwrap().cluster_ip = Some(taken.clone());
+    let asked = virt_services
+        .create(&PostParams::default(), &wanted)
+        .await
+        .unwrap();
+    assert_eq!(cluster_ip(&asked).as_ref(), Some(&taken));
+    let host_taken = wait::until("host copy of taken", TIMEOUT, || async {
+        present(&host_services, s.host_name("taken")).await
+    })
+    .await;
+    assert_ne!(cluster_ip(&host_taken).as_ref(), Some(&taken));
+    let recreated = wait::until(
+        "taken recreated on its host copy's address",
+        TIMEOUT,
+        || async {
+            let v = present(&virt_services, "taken").await?;
+            (cluster_ip(&v) == cluster_ip(&host_taken))
+                .then_some(v)
+                .ok_or("not yet".to_string())
+        },
+    )
+    .await;
+    assert_ne!(recreated.metadata.uid, asked.metadata.uid);
+    s.teardown().await;
+}

@@ -251,7 +251,7 @@ fn k0s_config(input: &Input) -> String {
                 "root-ca-file": format!("{CERTS_DIR}/{}", certs::CA_CERT),
             }},
             "network": {
-                "serviceCIDR": input.settings.service_cidr,
+                "serviceCIDR": input.settings.service_cidr.to_string(),
                 "clusterDomain": cluster_domain(input),
                 "provider": "custom",
                 "kubeProxy": { "disabled": true },

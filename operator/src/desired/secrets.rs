@@ -19,6 +19,7 @@ fn b64(data: &[u8]) -> String {
 /// distribution's files.
 fn config_files(input: &Input) -> Vec<(&'static str, String)> {
     let mut config = SyncerConfig::from_spec(input.namespace, input.name, input.spec);
+    config.host_service_cidrs = input.settings.host_service_cidrs.clone();
     if !input.spec.networking.resolve_dns.is_empty() {
         config.host_dns = input.settings.host_dns.map(|server| HostDns {
             server,
@@ -196,6 +197,24 @@ mod tests {
                 .expect("the host's DNS server");
         assert_eq!(host_dns.server.to_string(), "10.96.0.10");
         assert_eq!(host_dns.cluster_domain, "cluster.local");
+    }
+
+    /// The host's Service ranges the operator read reach every syncer.
+    #[test]
+    fn the_host_service_ranges_reach_the_syncer() {
+        let spec = spec_from_yaml("{}");
+        let mut i = input(&spec);
+        let read = |i: &Input| {
+            let secret = syncer_config(i, &i.names()).object;
+            serde_yaml::from_str::<SyncerConfig>(&decode(&secret["data"]["config.yaml"]))
+                .unwrap()
+                .host_service_cidrs
+        };
+        assert!(read(&i).is_empty());
+        let mut settings = i.settings.clone();
+        settings.host_service_cidrs = vec!["10.96.0.0/16".parse().unwrap()];
+        i.settings = &settings;
+        assert_eq!(read(&i), settings.host_service_cidrs);
     }
 
     /// Distro k8s: the controller manager's and syncer's kubeconfig names the mounted PKI

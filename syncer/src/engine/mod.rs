@@ -183,6 +183,13 @@ pub trait Syncer: Send + Sync + 'static {
         !covers(&to_json(actual), &to_json(desired))
     }
 
+    /// The object to create the host copy with instead of `desired`, when there is a
+    /// preference the host may refuse as invalid (a Service asks for its virtual address);
+    /// after such a refusal `desired` is created.
+    fn create_body(&self, _ctx: &Ctx, _virt: &Self::K, _desired: &Self::K) -> Option<Self::K> {
+        None
+    }
+
     /// The object applied to update `actual` (immutable kinds keep their actual spec).
     fn update_body(&self, _actual: &Self::K, desired: Self::K) -> Self::K {
         desired

@@ -72,16 +72,40 @@ impl<S: Syncer> Engine<S> {
     }
 
     async fn apply(&self, body: &S::K) -> anyhow::Result<()> {
+        let name = body.name_any();
+        self.try_apply(body)
+            .await
+            .with_context(|| format!("failed to apply host {} {name}", S::KIND))
+    }
+
+    async fn try_apply(&self, body: &S::K) -> kube::Result<()> {
         self.count_write();
         let name = body.name_any();
         let api = self.host_api();
         self.ctx
             .metrics
             .timed("host_apply", super::apply(&api, &name, body))
-            .await
-            .with_context(|| format!("failed to apply host {} {name}", S::KIND))?;
+            .await?;
         tracing::info!(kind = S::KIND, host = %name, "applied host copy");
         Ok(())
+    }
+
+    /// Creates the host copy as the syncer's [`Syncer::create_body`] prefers, if it has a
+    /// preference; as `desired` when it has none or the host refuses it as invalid.
+    async fn create(&self, virt: &S::K, desired: &S::K) -> anyhow::Result<()> {
+        if let Some(preferred) = self.syncer.create_body(&self.ctx, virt, desired) {
+            match self.try_apply(&preferred).await {
+                Err(kube::Error::Api(e)) if e.code == 422 => {
+                    tracing::info!(kind = S::KIND, host = %desired.name_any(), reason = %e.message, "host refused the preferred copy; creating the plain one");
+                }
+                other => {
+                    return other.with_context(|| {
+                        format!("failed to apply host {} {}", S::KIND, desired.name_any())
+                    });
+                }
+            }
+        }
+        self.apply(desired).await
     }
 
     fn virt_api(&self, namespace: &str) -> Api<S::K> {
@@ -232,7 +256,7 @@ impl<S: Syncer> Engine<S> {
                     );
                     self.delete_virtual(&virt).await?;
                 }
-                None => self.apply(&desired).await?,
+                None => self.create(&virt, &desired).await?,
                 Some(_) if host_terminating => {}
                 Some(h) => {
                     // Labels are compared whole, so one the tenant removed goes from the host.

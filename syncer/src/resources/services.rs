@@ -1,5 +1,6 @@
-//! Services: the host allocates the ClusterIP; the virtual Service is recreated with it
-//! (ClusterIPs are immutable) and shows the host's load-balancer status.
+//! Services: the host copy asks for the virtual Service's ClusterIP where the host can give
+//! it; otherwise the host allocates one and the virtual Service is recreated with it
+//! (ClusterIPs are immutable). The virtual Service shows the host's load-balancer status.
 
 use k8s_openapi::api::core::v1::Service;
 use kube::{
@@ -13,7 +14,10 @@ use super::sync_status;
 use crate::{
     engine::{Ctx, Decision, FIELD_MANAGER, Syncer},
     translate::from_host::is_from_host,
-    translate::service::{cluster_ip_to_adopt, host_service, virtual_status, with_cluster_ip},
+    translate::service::{
+        asking_for_virtual_addresses, cluster_ip_to_adopt, host_service, virtual_status,
+        with_cluster_ip,
+    },
 };
 
 pub struct Services;
@@ -100,6 +104,11 @@ impl Syncer for Services {
             return Ok(Decision::Skip);
         }
         Ok(Decision::Sync(host_service(virt, &ctx.target)))
+    }
+
+    /// Asks the host for the virtual Service's own address, which spares its recreation.
+    fn create_body(&self, ctx: &Ctx, virt: &Service, desired: &Service) -> Option<Service> {
+        asking_for_virtual_addresses(desired, virt, &ctx.config.host_service_cidrs)
     }
 
     async fn restore_virtual(&self, ctx: &Ctx, host: &Service) -> anyhow::Result<bool> {

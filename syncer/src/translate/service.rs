@@ -1,9 +1,11 @@
 //! Services: the host copy selects the host copies of the virtual pods; the host owns the
 //! ClusterIP, which the virtual Service then takes over.
 
+use std::net::IpAddr;
+
 use k8s_openapi::api::core::v1::{Service, ServiceSpec, ServiceStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use vnest_crds::translate;
+use vnest_crds::{ServiceCidr, translate};
 
 use super::Target;
 
@@ -33,6 +35,39 @@ pub fn host_service(virt: &Service, target: &Target) -> Service {
         spec: Some(spec),
         status: None,
     }
+}
+
+/// Host copy `desired` asking for the addresses the virtual API server gave `virt`, when
+/// each lies in the dynamic band of one of the host's Service ranges: the host can then hand
+/// out the same addresses unless they are taken, and the virtual Service keeps its own. An
+/// address in a range's static band (where admins pin Services such as the cluster DNS) is
+/// never asked for, so a tenant cannot reserve it on the host.
+pub fn asking_for_virtual_addresses(
+    desired: &Service,
+    virt: &Service,
+    host_cidrs: &[ServiceCidr],
+) -> Option<Service> {
+    let virt_spec = virt.spec.as_ref()?;
+    if is_headless(virt_spec) {
+        return None;
+    }
+    let addresses = match (&virt_spec.cluster_ips, &virt_spec.cluster_ip) {
+        (Some(ips), _) if !ips.is_empty() => ips.clone(),
+        (_, Some(ip)) if !ip.is_empty() => vec![ip.clone()],
+        _ => return None,
+    };
+    let dynamic = |ip: &String| {
+        ip.parse::<IpAddr>()
+            .is_ok_and(|ip| host_cidrs.iter().any(|c| c.is_dynamic(ip)))
+    };
+    if !addresses.iter().all(dynamic) {
+        return None;
+    }
+    let mut preferred = desired.clone();
+    let spec = preferred.spec.get_or_insert_default();
+    spec.cluster_ip = addresses.first().cloned();
+    spec.cluster_ips = Some(addresses);
+    Some(preferred)
 }
 
 /// The host's ClusterIP when the virtual Service does not have it yet (a ClusterIP is
@@ -117,6 +152,36 @@ spec:
         let spec = host_service(&virt, &target()).spec.unwrap();
         assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
         assert_eq!(spec.selector, None);
+    }
+
+    /// The host is asked for the virtual address only inside the dynamic band of one of
+    /// its ranges; headless Services and addresses the host would not hand out get none.
+    #[test]
+    fn the_host_is_asked_for_a_virtual_address_in_its_dynamic_band() {
+        let host_cidrs = ["10.96.0.0/16".parse().unwrap()];
+        let virt: Service = from_yaml(SVC);
+        let desired = host_service(&virt, &target());
+        let preferred = asking_for_virtual_addresses(&desired, &virt, &host_cidrs).unwrap();
+        let spec = preferred.spec.as_ref().unwrap();
+        assert_eq!(spec.cluster_ip.as_deref(), Some("10.96.1.1"));
+        assert_eq!(
+            spec.cluster_ips.as_deref(),
+            Some(&["10.96.1.1".to_string()][..])
+        );
+        assert_eq!(spec.selector, desired.spec.as_ref().unwrap().selector);
+        assert_eq!(preferred.metadata, desired.metadata);
+
+        let at = |ip: &str| {
+            let mut v = virt.clone();
+            let spec = v.spec.as_mut().unwrap();
+            spec.cluster_ip = Some(ip.into());
+            spec.cluster_ips = Some(vec![ip.into()]);
+            asking_for_virtual_addresses(&desired, &v, &host_cidrs)
+        };
+        assert!(at("10.96.0.10").is_none(), "static band: the host DNS's");
+        assert!(at("10.100.1.1").is_none(), "outside the host's range");
+        assert!(at("None").is_none(), "headless");
+        assert!(asking_for_virtual_addresses(&desired, &virt, &[]).is_none());
     }
 
     /// The virtual Service ends up with the host's ClusterIP, and only then stops changing.
