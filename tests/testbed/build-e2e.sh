@@ -18,6 +18,11 @@ if [ -f "$bin/.complete" ]; then
 fi
 mkdir -p "$bin"
 log() { echo "[testbed build-e2e] $*" >&2; }
+# The commands of the busybox stand-in the conformance specs run (their shell scripts call these).
+UROOT_VERSION=v0.16.0
+BUSYBOX_COMMANDS="gosh cat ls sleep true false echo id printenv grep head tail wc wget hostname mkdir
+  touch rm cp mv ln chmod date uname seq sort tr tee readlink ps kill timeout md5sum base64 dd find
+  xargs netcat df du mount uniq basename dirname pwd mktemp"
 start=$(date +%s)
 
 # The same -X values as build.sh: the e2e framework compares its own version with the server's.
@@ -42,10 +47,26 @@ done
     log "building the ginkgo runner (runs e2e.test's specs in parallel processes)"
     go build -trimpath -ldflags "-s -w" -o "$bin/ginkgo" github.com/onsi/ginkgo/v2/ginkgo
   fi
-  # The agnhost image tag the e2e framework asks for (test/utils/image/manifest.go).
+  if [ ! -d "$bin/busybox" ]; then
+    # busybox itself is C; its stand-in is u-root's Go commands, gosh (mvdan.cc/sh) as sh.
+    log "building the busybox stand-in (u-root $UROOT_VERSION)"
+    rm -rf "$bin/busybox.tmp"
+    packages=()
+    for command in $BUSYBOX_COMMANDS; do
+      packages+=("github.com/u-root/u-root/cmds/core/$command@$UROOT_VERSION")
+    done
+    CGO_ENABLED=0 GOBIN="$bin/busybox.tmp" go install -trimpath -ldflags "-s -w" "${packages[@]}"
+    mv "$bin/busybox.tmp/gosh" "$bin/busybox.tmp/sh"
+    mv "$bin/busybox.tmp/netcat" "$bin/busybox.tmp/nc"
+    cp "$bin/busybox.tmp/printenv" "$bin/busybox.tmp/env"
+    mv "$bin/busybox.tmp" "$bin/busybox"
+  fi
+  # The agnhost image tag the e2e framework asks for (test/utils/image/manifest.go), and the
+  # certificate its image carries (specs probe for /localhost.crt).
   go_mod_dir=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)
   cp "$go_mod_dir/test/images/agnhost/VERSION" "$bin/agnhost.version"
-  chmod u+w "$bin/agnhost.version"
+  cp "$go_mod_dir"/test/images/agnhost/porter/localhost.{crt,key} "$bin/"
+  chmod u+w "$bin/agnhost.version" "$bin"/localhost.{crt,key}
 )
 
 touch "$bin/.complete"

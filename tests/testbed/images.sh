@@ -51,9 +51,30 @@ IMAGES=(
 # The end-to-end tests' images that can be built here, under the references the e2e framework
 # asks for (k8s.io/kubernetes/test/utils/image/manifest.go); imported only by `images.sh e2e`.
 # pause and the sample-apiserver are the bed's own builds (pause from the node's containerd
-# build, k8s.io/sample-apiserver at the bed's version) under the e2e suite's tags.
+# build, k8s.io/sample-apiserver at the bed's version) under the e2e suite's tags. Stand-ins, so
+# that specs needing only a shell, a previous agnhost or a web server run rather than wait out
+# their timeouts: u-root's commands (build-e2e.sh) under busybox's tag; agnhost with its image's
+# certificate and those commands (its real image is Alpine, with the shell and netcat specs exec
+# into), also under the previous agnhost's tag (rolling updates from it); and agnhost serving
+# HTTP on port 80 (`netexec`) under the nginx tags. A spec needing what a stand-in lacks (an
+# option u-root's commands do not have, nginx itself) fails on the host and in the virtual
+# cluster alike.
 e2e_images() { # e2e bin dir
-  echo "registry.k8s.io/e2e-test-images/agnhost:$(cat "$1/agnhost.version")|0:0|[\"/agnhost\"]|[\"pause\"]|E2E/agnhost:/agnhost"
+  local manifest
+  manifest="$(cd "$here/e2e" && GOTOOLCHAIN=local go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/utils/image/manifest.go"
+  tag() { sed -n "s/.*configs\[$1\] = Config{[^,]*, \"[^\"]*\", \"\([^\"]*\)\"}.*/\1/p" "$manifest"; }
+  local busybox="" command agnhost
+  for command in "$1"/busybox/*; do
+    busybox+=" E2E/busybox/${command##*/}:/bin/${command##*/}"
+  done
+  echo "registry.k8s.io/e2e-test-images/busybox:$(tag BusyBox)|0:0|[]|[\"sh\"]|${busybox# }"
+  # agnhost's real image is Alpine with a shell and netcat, which specs exec into.
+  agnhost="E2E/agnhost:/agnhost E2E/localhost.crt:/localhost.crt E2E/localhost.key:/localhost.key$busybox"
+  echo "registry.k8s.io/e2e-test-images/agnhost:$(cat "$1/agnhost.version")|0:0|[\"/agnhost\"]|[\"pause\"]|$agnhost"
+  echo "registry.k8s.io/e2e-test-images/agnhost:$(tag AgnhostPrev)|0:0|[\"/agnhost\"]|[\"pause\"]|$agnhost"
+  for nginx in Nginx NginxNew; do
+    echo "registry.k8s.io/e2e-test-images/nginx:$(tag $nginx)|0:0|[\"/agnhost\"]|[\"netexec\",\"--http-port=80\"]|E2E/agnhost:/agnhost"
+  done
   echo "registry.k8s.io/pause:3.10.2|65535:65535|[\"/pause\"]|[]|NODE/pause:/pause"
   echo "registry.k8s.io/e2e-test-images/sample-apiserver:1.29.2|0:0|[\"/sample-apiserver\"]|[]|BED/sample-apiserver:/sample-apiserver"
 }
