@@ -135,6 +135,10 @@ fn service(name: &str, selector: serde_json::Value, ports: serde_json::Value) ->
     .unwrap()
 }
 
+async fn create_service(api: &Api<Service>, service: Service) -> Service {
+    api.create(&PostParams::default(), &service).await.unwrap()
+}
+
 /// The virtual Service `name`'s ports, as (port, name).
 fn ports_of(svc: &Service) -> Vec<(i32, Option<String>)> {
     svc.spec
@@ -155,26 +159,22 @@ async fn replicated_services_follow_their_sources_both_ways() {
     let source_ns = TestNamespace::create(&s.host, "res-rep-src").await;
     let shared: Api<Service> = Api::namespaced(s.host.clone(), &source_ns.name);
     let db_ports = json!([{ "name": "pg", "port": 5432 }]);
-    let created = shared
-        .create(
-            &PostParams::default(),
-            &service("shared-db", json!({ "app": "db" }), db_ports.clone()),
-        )
-        .await
-        .unwrap();
+    let created = create_service(
+        &shared,
+        service("shared-db", json!({ "app": "db" }), db_ports.clone()),
+    )
+    .await;
     let host_ip = created.spec.unwrap().cluster_ip.unwrap();
     let virt_services: Api<Service> = s.virt_api();
-    virt_services
-        .create(
-            &PostParams::default(),
-            &service(
-                "api",
-                json!({ "app": "api" }),
-                json!([{ "port": 80, "targetPort": 8080 }]),
-            ),
-        )
-        .await
-        .unwrap();
+    create_service(
+        &virt_services,
+        service(
+            "api",
+            json!({ "app": "api" }),
+            json!([{ "port": 80, "targetPort": 8080 }]),
+        ),
+    )
+    .await;
     s.patch_spec(
         json!({ "networking": { "replicateServices": {
             "fromHost": [{ "from": format!("{}/shared-db", source_ns.name), "to": format!("{}/db", s.vns.name) }],
@@ -262,13 +262,11 @@ async fn replicated_services_follow_their_sources_both_ways() {
         absent(&virt_services, "db").await
     })
     .await;
-    shared
-        .create(
-            &PostParams::default(),
-            &service("shared-db", json!({ "app": "db" }), db_ports),
-        )
-        .await
-        .unwrap();
+    create_service(
+        &shared,
+        service("shared-db", json!({ "app": "db" }), db_ports),
+    )
+    .await;
     wait::until("virtual replica back", TIMEOUT, || async {
         present(&virt_services, "db").await
     })
@@ -631,13 +629,11 @@ async fn a_virtual_service_keeps_its_address_unless_the_host_gave_it_out() {
     let virt_services: Api<Service> = s.virt_api();
     let host_services: Api<Service> = s.host_api();
     let ports = json!([{ "port": 80 }]);
-    let web = virt_services
-        .create(
-            &PostParams::default(),
-            &service("web", json!({ "app": "web" }), ports.clone()),
-        )
-        .await
-        .unwrap();
+    let web = create_service(
+        &virt_services,
+        service("web", json!({ "app": "web" }), ports.clone()),
+    )
+    .await;
     let host_web = wait::until("host copy of web", TIMEOUT, || async {
         present(&host_services, s.host_name("web")).await
     })
@@ -647,20 +643,15 @@ async fn a_virtual_service_keeps_its_address_unless_the_host_gave_it_out() {
     assert_eq!(now.metadata.uid, web.metadata.uid, "never recreated");
 
     // A host Service holds an address; the tenant asks for that one in its own cluster.
-    let decoy = host_services
-        .create(
-            &PostParams::default(),
-            &service("decoy", json!({ "app": "decoy" }), ports.clone()),
-        )
-        .await
-        .unwrap();
+    let decoy = create_service(
+        &host_services,
+        service("decoy", json!({ "app": "decoy" }), ports.clone()),
+    )
+    .await;
     let taken = cluster_ip(&decoy).unwrap();
     let mut wanted = service("taken", json!({ "app": "taken" }), ports);
     wanted.spec.as_mut().unwrap().cluster_ip = Some(taken.clone());
-    let asked = virt_services
-        .create(&PostParams::default(), &wanted)
-        .await
-        .unwrap();
+    let asked = create_service(&virt_services, wanted).await;
     assert_eq!(cluster_ip(&asked).as_ref(), Some(&taken));
     let host_taken = wait::until("host copy of taken", TIMEOUT, || async {
         present(&host_services, s.host_name("taken")).await
