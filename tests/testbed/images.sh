@@ -114,7 +114,7 @@ say() { echo "[testbed images] $*" >&2; }
 # times over (archive, blob, containerd's content store and snapshot).
 add_file() { # root src dst strip-debug(yes|no)
   local root=$1 src=$2 dst=$3 strip=$4 lib
-  [ -x "$src" ] || { echo "images.sh: $src is missing (build it first: cargo build --workspace --bins)" >&2; exit 1; }
+  [ -f "$src" ] || { echo "images.sh: $src is missing (build it first: cargo build --workspace --bins)" >&2; exit 1; }
   mkdir -p "$root$(dirname "$dst")"
   if [ "$strip" = yes ]; then
     objcopy --strip-debug "$src" "$root$dst"
