@@ -789,3 +789,57 @@ async fn the_proxy_keeps_each_callers_own_rights() {
     assert!(foreign.is_err(), "a certificate of another CA was accepted");
     s.teardown().await;
 }
+
+/// A pod whose host copy goes before the pod ended (here evicted in the virtual cluster
+/// while a finalizer holds it, as a Job's tracking finalizer does) ends Failed, keeping the
+/// eviction's `DisruptionTarget` condition a Job's pod failure policy reads, so the holder can
+/// let it go; without that it stayed Running and undeletable.
+#[tokio::test]
+async fn an_evicted_pod_held_by_a_finalizer_ends_failed_with_its_disruption_condition() {
+    let s = setup("sy-evict", json!({})).await;
+    let _syncer = s.start_syncer();
+    let hold = "vnest.dev/test-hold";
+    s.create::<Pod>(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": "worker", "finalizers": [hold] },
+        "spec": { "containers": [{ "name": "app", "image": "nginx" }] },
+    }))
+    .await;
+    running_on_the_host(&s, "worker").await;
+    let virt_pods: Api<Pod> = s.virt_api();
+    virt_pods
+        .evict("worker", &kube::api::EvictParams::default())
+        .await
+        .unwrap();
+    let ended = wait::until("the evicted pod Failed", TIMEOUT, || async {
+        let p = present(&virt_pods, "worker").await?;
+        (phase(&p) == Some("Failed"))
+            .then_some(p)
+            .ok_or("not Failed yet".to_string())
+    })
+    .await;
+    let status = ended.status.unwrap();
+    let disruption = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "DisruptionTarget");
+    assert_eq!(disruption.map(|c| c.status.as_str()), Some("True"));
+    let app = &status.container_statuses.unwrap()[0];
+    assert!(app.state.as_ref().unwrap().terminated.is_some(), "{app:?}");
+    assert!(absent(&s.host_api::<Pod>(), s.host_name("worker")).await.is_ok());
+
+    virt_pods
+        .patch(
+            "worker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
+        )
+        .await
+        .unwrap();
+    wait::until("the pod gone once let go", TIMEOUT, || {
+        absent(&virt_pods, "worker")
+    })
+    .await;
+    s.teardown().await;
+}

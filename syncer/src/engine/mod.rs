@@ -215,6 +215,17 @@ pub trait Syncer: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// Records on virtual object `virt`, whose host copy is gone, how it ended, before the
+    /// syncer deletes it (a pod that had not ended becomes Failed, so a controller's
+    /// finalizer on it, such as a Job's, can go).
+    fn ended(
+        &self,
+        _ctx: &Ctx,
+        _virt: &Self::K,
+    ) -> impl Future<Output = anyhow::Result<()>> + Send {
+        async { Ok(()) }
+    }
+
     fn host_gone(&self, _virt: &Self::K) -> HostGone {
         HostGone::Recreate
     }

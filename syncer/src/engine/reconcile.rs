@@ -56,7 +56,9 @@ impl<S: Syncer> Engine<S> {
         }
     }
 
+    /// Deletes virtual object `virt` whose host copy ended, once it records how it ended.
     async fn delete_virtual(&self, virt: &S::K) -> anyhow::Result<()> {
+        self.syncer.ended(&self.ctx, virt).await?;
         let api: Api<S::K> =
             Api::namespaced(self.ctx.virt.clone(), &virt.namespace().unwrap_or_default());
         match api

@@ -23,8 +23,8 @@ use crate::{
     translate::{
         placement::Placement,
         pod::{
-            PodEnv, TokenDelivery, host_pod, patch_host_pod, requested_node, requested_tokens,
-            updated_spec, virtual_status,
+            PodEnv, TokenDelivery, ended_status, host_pod, patch_host_pod, requested_node,
+            requested_tokens, updated_spec, virtual_status,
         },
         pod_security,
     },
@@ -318,6 +318,10 @@ impl Syncer for Pods {
         }
         sync_status(ctx, virt, virt.status.as_ref(), virtual_status(host, virt)).await?;
         Ok(())
+    }
+
+    async fn ended(&self, ctx: &Ctx, virt: &Pod) -> anyhow::Result<()> {
+        sync_status(ctx, virt, virt.status.as_ref(), ended_status(virt)).await
     }
 
     /// A pod that ran on the host (bound, with a host IP) ends when its host copy ends, as in

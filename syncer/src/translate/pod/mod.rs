@@ -8,15 +8,17 @@
 mod env;
 mod mutable;
 mod references;
+mod status;
 mod token;
 mod trust_bundles;
 
-use k8s_openapi::api::core::v1::{Pod, PodDNSConfig, PodDNSConfigOption, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{Pod, PodDNSConfig, PodDNSConfigOption, PodSpec};
 use vnest_crds::meta::ANNOTATION_TOKEN_RENEW_AT;
 use vnest_crds::patch::PodPatches;
 
 pub use mutable::updated_spec;
 pub use references::{References, references};
+pub use status::{ended_status, virtual_status};
 pub use token::{ANNOTATION_TOKEN, TOKEN_KEY, TokenDelivery, requested_tokens};
 pub use trust_bundles::{bundle_data, config_map_name, trust_bundle_sources};
 
@@ -160,16 +162,6 @@ pub fn patch_host_pod(pod: Pod, patches: &PodPatches) -> Result<Pod, TranslateEr
         .apply(&mut value)
         .map_err(TranslateError::PodPatch)?;
     serde_json::from_value(value).map_err(invalid)
-}
-
-/// The status the virtual pod should show: the host pod's, as the host reports it, except
-/// the QoS class, which the virtual API server fixed at creation and will not let change (a
-/// host LimitRange's defaults can make the host copy Burstable where the tenant's pod is
-/// BestEffort).
-pub fn virtual_status(host: &Pod, virt: &Pod) -> Option<PodStatus> {
-    let mut status = host.status.clone()?;
-    status.qos_class = virt.status.as_ref().and_then(|s| s.qos_class.clone());
-    Some(status)
 }
 
 /// The pod every test translates, and the environment it is translated in.
@@ -322,30 +314,6 @@ mod tests {
         });
         assert_eq!(spec.dns_policy, None);
         assert_eq!(spec.dns_config, None);
-    }
-
-    /// Status flows back unchanged: phase, IPs, conditions.
-    #[test]
-    fn host_status_is_the_virtual_status() {
-        let host: Pod = from_yaml(
-            "metadata: {name: x}\nstatus: {phase: Running, podIP: 10.244.0.7, hostIP: 127.0.0.1}",
-        );
-        let virt: Pod = from_yaml("metadata: {name: x}\nstatus: {phase: Pending}");
-        let status = virtual_status(&host, &virt).unwrap();
-        assert_eq!(status.phase.as_deref(), Some("Running"));
-        assert_eq!(status.pod_ip.as_deref(), Some("10.244.0.7"));
-    }
-
-    /// The host's LimitRange defaults change the host pod's QoS class; the virtual pod's
-    /// (immutable) stays, or every status update would be refused.
-    #[test]
-    fn the_virtual_qos_class_is_kept() {
-        let host: Pod =
-            from_yaml("metadata: {name: x}\nstatus: {phase: Running, qosClass: Burstable}");
-        let virt: Pod =
-            from_yaml("metadata: {name: x}\nstatus: {phase: Pending, qosClass: BestEffort}");
-        let status = virtual_status(&host, &virt).unwrap();
-        assert_eq!(status.qos_class.as_deref(), Some("BestEffort"));
     }
 
     fn patches(yaml: &str) -> PodPatches {
