@@ -74,7 +74,8 @@ bash tests/testbed/images.sh e2e
 mkdir -p "$out"
 
 # The operator, watching only the conformance namespace (tests on the same bed run their own),
-# with a Lease of its own.
+# with a Lease of its own, and the host's Service range as the virtual API server's (so virtual
+# Services keep the addresses it gives them).
 kubectl apply --server-side --force-conflicts -f charts/vnest/crds/virtualclusters.yaml >/dev/null
 kubectl wait --for=condition=Established crd/virtualclusters.vnest.dev --timeout=60s >/dev/null
 ns=vnest-$vc
@@ -83,6 +84,7 @@ pidfile=$state/pids/$ns-operator.pid
 if ! { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }; then
   nohup target/debug/vnest-operator --kubeconfig "$VNEST_HOST_KUBECONFIG" \
     --namespace "$ns" --leader-election-namespace "$ns" --metrics-address 127.0.0.1:0 \
+    --service-cidr "$(kubectl get servicecidr kubernetes -o jsonpath='{.spec.cidrs[0]}')" \
     >"$state/logs/$ns-operator.log" 2>&1 &
   echo $! >"$pidfile"
 fi

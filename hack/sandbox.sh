@@ -47,6 +47,7 @@ if ! { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }; then
   kubectl create namespace vnest-system --dry-run=client -o yaml | kubectl apply -f -
   nohup target/debug/vnest-operator --kubeconfig "$VNEST_HOST_KUBECONFIG" \
     --leader-election-namespace vnest-system --metrics-address 127.0.0.1:18080 \
+    --service-cidr "$(kubectl get servicecidr kubernetes -o jsonpath='{.spec.cidrs[0]}')" \
     >"$state/logs/sandbox-operator.log" 2>&1 &
   echo $! >"$pidfile"
 fi

@@ -12,7 +12,8 @@
 #                        here (agnhost from build-e2e.sh, pause, the sample-apiserver);
 #                        hack/conformance.sh imports them
 #   images.sh --list     print "<reference> <entrypoint> <user> <files>" of every image, one a
-#                        line, building nothing (files: <BED|NODE|CARGO>/<binary>:<path>,...)
+#                        line, building nothing (files: <BED|NODE|CARGO|E2E>/<binary>:<path>
+#                        or LINK/<target>:<path>, comma-separated)
 #
 # VNEST_SYNCER_IMAGE=REF imports the syncer under REF instead: a test that runs its operator with
 # --syncer-image=REF keeps its own build even when another worktree imports the shared tag.
@@ -69,7 +70,7 @@ e2e_images() { # e2e bin dir
   done
   echo "registry.k8s.io/e2e-test-images/busybox:$(tag BusyBox)|0:0|[]|[\"sh\"]|${busybox# }"
   # agnhost's real image is Alpine with a shell and netcat, which specs exec into.
-  agnhost="E2E/agnhost:/agnhost E2E/localhost.crt:/localhost.crt E2E/localhost.key:/localhost.key$busybox"
+  agnhost="E2E/agnhost:/agnhost LINK/agnhost:/agnhost-2 E2E/localhost.crt:/localhost.crt E2E/localhost.key:/localhost.key$busybox"
   echo "registry.k8s.io/e2e-test-images/agnhost:$(cat "$1/agnhost.version")|0:0|[\"/agnhost\"]|[\"pause\"]|$agnhost"
   echo "registry.k8s.io/e2e-test-images/agnhost:$(tag AgnhostPrev)|0:0|[\"/agnhost\"]|[\"pause\"]|$agnhost"
   for nginx in Nginx NginxNew; do
@@ -151,6 +152,7 @@ build_image() { # ref user entrypoint cmd files
       ADDONS/*) src=$ADDONS/${src#ADDONS/} ;;
       CARGO/*) src=$CARGO/${src#CARGO/} strip=yes ;;
       E2E/*) src=$E2E/${src#E2E/} ;;
+      LINK/*) ln -s "${src#LINK/}" "$root$dst" && continue ;;
     esac
     add_file "$root" "$src" "$dst" "$strip"
   done

@@ -1,8 +1,8 @@
 //! The Kubernetes conformance suite's own client against a vnest virtual cluster: `e2e.test`,
 //! built from `k8s.io/kubernetes` at the bed's version, run by `hack/conformance.sh` as the
 //! tenant of a `k8s` virtual cluster on the real node. CI runs the subset below (specs that
-//! finish in seconds and need no image but agnhost); `bash hack/conformance.sh` runs the whole
-//! `[Conformance]` set, with the host bed as baseline.
+//! finish in seconds and need no image but agnhost and the busybox stand-in); `bash
+//! hack/conformance.sh` runs the whole `[Conformance]` set, with the host bed as baseline.
 
 use std::{path::Path, process::Command};
 
@@ -13,7 +13,9 @@ use vnest_tests::{bed, bed::repo_root, node::real_node};
 /// admission and conversion webhooks served by agnhost pods the syncer runs on the real node and
 /// the virtual API server reaches through their synced Services (over its egress to the syncer),
 /// one of them denying `kubectl attach`, which reaches the webhook only because pod streams pass
-/// the virtual API server.
+/// the virtual API server; a Service deleted right after its creation (it keeps the address its
+/// virtual API server gave it), and a Job whose evicted pods end Failed with their eviction's
+/// condition (busybox stand-in pods).
 const SUBSET: &[&str] = &[
     "AggregatedDiscovery should support aggregated discovery interface [Conformance]",
     "Discovery should validate PreferredVersion for each APIGroup [Conformance]",
@@ -27,6 +29,8 @@ const SUBSET: &[&str] = &[
     "Simple CustomResourceDefinition creating/deleting custom resource definition objects works [Conformance]",
     "ResourceQuota should create a ResourceQuota and capture the life of a pod. [Conformance]",
     "ResourceQuota should create a ResourceQuota and capture the life of a replica set. [Conformance]",
+    "ResourceQuota should create a ResourceQuota and capture the life of a service. [Conformance]",
+    "Job should allow to use a pod failure policy to ignore failure matching on DisruptionTarget condition [Conformance]",
     "API priority and fairness should support FlowSchema API operations [Conformance]",
     "AdmissionWebhook [Privileged:ClusterAdmin] should mutate configmap [Conformance]",
     "AdmissionWebhook [Privileged:ClusterAdmin] should be able to deny pod and configmap creation [Conformance]",
