@@ -827,7 +827,11 @@ async fn an_evicted_pod_held_by_a_finalizer_ends_failed_with_its_disruption_cond
     assert_eq!(disruption.map(|c| c.status.as_str()), Some("True"));
     let app = &status.container_statuses.unwrap()[0];
     assert!(app.state.as_ref().unwrap().terminated.is_some(), "{app:?}");
-    assert!(absent(&s.host_api::<Pod>(), s.host_name("worker")).await.is_ok());
+    assert!(
+        absent(&s.host_api::<Pod>(), s.host_name("worker"))
+            .await
+            .is_ok()
+    );
 
     virt_pods
         .patch(
