@@ -69,8 +69,9 @@ struct Args {
     etcd_image: Option<String>,
     #[arg(long, env = "VNEST_CLUSTER_DOMAIN", default_value = "cluster.local")]
     cluster_domain: String,
-    /// Service range of every virtual API server. Must contain the host cluster's Service
-    /// CIDR: the syncer gives virtual Services the ClusterIPs of their host copies.
+    /// Service range of every virtual API server (an `address/prefix` CIDR, checked here
+    /// rather than by every virtual API server at start). Must contain the host cluster's
+    /// Service CIDR: the syncer gives virtual Services the ClusterIPs of their host copies.
     #[arg(long, env = "VNEST_SERVICE_CIDR", default_value = settings::DEFAULT_SERVICE_CIDR)]
     service_cidr: ServiceCidr,
     /// The host cluster's DNS server, which `networking.resolveDNS` entries forward to.
@@ -103,7 +104,6 @@ struct Args {
     wake_advertise_ip: Option<IpAddr>,
 }
 
-/// An `address/prefix` CIDR, checked here rather than by every virtual API server at start.
 fn init_tracing(format: LogFormat) {
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());

@@ -73,12 +73,13 @@ pub struct WakeEndpoint {
 
 impl Default for Settings {
     fn default() -> Self {
+        let service_cidr = default_service_cidr();
         Settings {
             images: Images::default(),
             cluster_domain: "cluster.local".into(),
-            service_cidr: default_service_cidr(),
+            service_cidr,
             host_service_cidrs: vec![],
-            host_dns: default_service_cidr().nth(10),
+            host_dns: service_cidr.nth(10),
             wake: None,
             allow_extra_rules: false,
         }

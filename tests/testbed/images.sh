@@ -9,7 +9,8 @@
 #                        workspace's images follow once `cargo build` has made its binaries)
 #   images.sh only REF.. only the images of these references (a test importing just its own)
 #   images.sh e2e        only the images the Kubernetes end-to-end tests run that can be built
-#                        here (agnhost from build-e2e.sh, pause, the sample-apiserver);
+#                        here (agnhost from build-e2e.sh, pause, the sample-apiserver) and the
+#                        stand-ins for those that cannot (see e2e_images);
 #                        hack/conformance.sh imports them
 #   images.sh --list     print "<reference> <entrypoint> <user> <files>" of every image, one a
 #                        line, building nothing (files: <BED|NODE|CARGO|E2E>/<binary>:<path>

@@ -27,6 +27,11 @@ pub(super) struct Engine<S: Syncer> {
     pub(super) reported: Mutex<HashSet<(String, String)>>,
 }
 
+/// The context of a failed host apply of `body`.
+fn failed_apply<S: Syncer>(body: &S::K) -> String {
+    format!("failed to apply host {} {}", S::KIND, body.name_any())
+}
+
 impl<S: Syncer> Engine<S> {
     pub(super) fn push_all(&self) {
         push_every_key(&self.virt, &self.host, &self.queue);
@@ -74,10 +79,9 @@ impl<S: Syncer> Engine<S> {
     }
 
     async fn apply(&self, body: &S::K) -> anyhow::Result<()> {
-        let name = body.name_any();
         self.try_apply(body)
             .await
-            .with_context(|| format!("failed to apply host {} {name}", S::KIND))
+            .with_context(|| failed_apply::<S>(body))
     }
 
     async fn try_apply(&self, body: &S::K) -> kube::Result<()> {
@@ -100,11 +104,7 @@ impl<S: Syncer> Engine<S> {
                 Err(kube::Error::Api(e)) if e.code == 422 => {
                     tracing::info!(kind = S::KIND, host = %desired.name_any(), reason = %e.message, "host refused the preferred copy; creating the plain one");
                 }
-                other => {
-                    return other.with_context(|| {
-                        format!("failed to apply host {} {}", S::KIND, desired.name_any())
-                    });
-                }
+                other => return other.with_context(|| failed_apply::<S>(desired)),
             }
         }
         self.apply(desired).await
