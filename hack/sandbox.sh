@@ -134,6 +134,13 @@ for _ in $(seq 1 100); do
   sleep 0.3
 done
 
+# The virtual controller-manager makes namespace default's ServiceAccount moments after the
+# API server is ready; a pod created before it is refused.
+for _ in $(seq 1 100); do
+  tkubectl get serviceaccount default >/dev/null 2>&1 && break
+  sleep 0.3
+done
+
 # A tenant pod, created through vc-demo, runs in the host namespace: on the real node a real
 # container of the bed's echo image, else an nginx pod on a KWOK node.
 if [ "$real" = 1 ]; then
