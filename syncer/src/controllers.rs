@@ -27,6 +27,7 @@ use crate::{
     dns,
     engine::{self, Ctx, Key, PodReference, Queue, Referrals, Syncer, Watches},
     resources::{
+        api_service,
         configmaps::{self, ConfigMaps},
         endpoints::{self, EndpointsSyncer},
         events,
@@ -45,7 +46,7 @@ use crate::{
         service_accounts::{self, ServiceAccounts},
         services::Services,
     },
-    translate::gateway,
+    translate::{self, gateway},
 };
 
 /// The fromHost engines of the cluster-scoped classes and drivers that are enabled.
@@ -319,6 +320,11 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
     // namespaces (`--virtual-namespaces`) would deploy a server nothing runs.
     if to_host.pods.enabled && to_host.services.enabled && ctx.namespace_synced(dns::NAMESPACE) {
         tasks.push(Box::pin(dns::run(ctx.clone())));
+    }
+    // The API server's own Service, where a syncer confined to other namespaces would not
+    // reach it.
+    if ctx.namespace_synced(translate::api_service::NAMESPACE) {
+        tasks.push(Box::pin(api_service::run(ctx.clone())));
     }
     engines.extend(from_host_copies(&ctx));
     // Namespaced, so not for the cluster-scoped Mirror runner: host capacities are copied

@@ -2,6 +2,7 @@
 //! namespace the VirtualCluster lives in.
 
 pub mod cache;
+pub mod change;
 pub mod controllers;
 pub mod custom;
 pub mod dns;

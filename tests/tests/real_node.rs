@@ -76,6 +76,53 @@ async fn a_k8s_virtual_cluster_runs_for_real_from_apply_to_delete() {
     // The tenant's kubeconfig, through the host Service (kube-proxy → the syncer's proxy).
     let kubeconfig = ready_tenant_kubeconfig(&client, &ns.name, VC, CONVERGE).await;
 
+    // The virtual `kubernetes` Service is the control plane as tenants reach it: the host
+    // Service's address, and Endpoints and an EndpointSlice naming the control-plane pod on
+    // the syncer's port. It gets no host copy of its own.
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns.name);
+    let host_ip = services.get(VC).await.unwrap().spec.unwrap().cluster_ip;
+    let pod_ip = control_plane.status.as_ref().unwrap().pod_ip.clone();
+    let expected = format!("{} {1}:8443 {1}:8443", host_ip.unwrap(), pod_ip.unwrap());
+    wait::until(
+        "the virtual kubernetes Service pointing at the control plane",
+        CONVERGE,
+        || async {
+            let get = |args: &[&str]| {
+                let mut all = vec!["get"];
+                all.extend_from_slice(args);
+                tenant(&kubeconfig, &all).map(|out| out.trim().to_string())
+            };
+            let found = [
+                get(&["service", "kubernetes", "-o", "jsonpath={.spec.clusterIP}"])?,
+                get(&[
+                    "endpoints",
+                    "kubernetes",
+                    "-o",
+                    "jsonpath={.subsets[*].addresses[*].ip}:{.subsets[*].ports[*].port}",
+                ])?,
+                get(&[
+                    "endpointslices",
+                    "-l",
+                    "kubernetes.io/service-name=kubernetes",
+                    "-o",
+                    "jsonpath={.items[*].endpoints[*].addresses[*]}:{.items[*].ports[*].port}",
+                ])?,
+            ]
+            .join(" ");
+            if found == expected {
+                Ok(())
+            } else {
+                Err(found)
+            }
+        },
+    )
+    .await;
+    let copy = services.get_opt("kubernetes-x-default-x-vc").await.unwrap();
+    assert!(
+        copy.is_none(),
+        "a host copy of the API server's Service: {copy:?}"
+    );
+
     // ... and through `kubectl vnest connect --port-forward` (host API server → kubelet →
     // containerd's port-forward into the pod).
     let forwarded = std::env::temp_dir().join(format!("vnest-real-{}.kubeconfig", ns.name));

@@ -355,18 +355,16 @@ async fn tenant_pods_resolve_virtual_services_and_only_the_mapped_host_names() {
 
     // resolveDNS: the mapped host Service answers with its host ClusterIP, the mapped hostname
     // with its target's address from the host's DNS server, the forwarded zone and the fixed
-    // address as mapped; the entry over the virtual `kubernetes` Service is not served.
-    let kubernetes = tenant(
-        &kubeconfig,
-        &[
-            "get",
-            "service",
-            "kubernetes",
-            "-o",
-            "jsonpath={.spec.clusterIP}",
-        ],
-    )
-    .unwrap();
+    // address as mapped; the entry over the virtual `kubernetes` Service is not served: that
+    // name answers with the control plane's host Service, where tenant pods reach the API.
+    let kubernetes = services
+        .get(VC)
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .cluster_ip
+        .unwrap();
     let mapped = [
         (format!("db.default.svc.{DOMAIN}"), postgres.clone()),
         (

@@ -94,12 +94,13 @@ pub fn role_rules(input: &Input) -> Vec<PolicyRule> {
         if !to_host.configmaps.enabled {
             rules.push(rule("", &["configmaps"], &["get", "create", "patch"]));
         }
-        // Pods get KUBERNETES_SERVICE_HOST from the virtual cluster's own Service.
-        rules.push(PolicyRule {
-            resource_names: Some(vec![input.name.to_string()]),
-            ..rule("", &["services"], &["get"])
-        });
     }
+    // Pods get KUBERNETES_SERVICE_HOST from the virtual cluster's own Service, and the virtual
+    // `kubernetes` Service points at its address and endpoints.
+    rules.push(PolicyRule {
+        resource_names: Some(vec![input.name.to_string()]),
+        ..rule("", &["services", "endpoints"], READ)
+    });
     // replicateServices.toHost makes host Services too.
     let replicas = !input.spec.networking.replicate_services.to_host.is_empty();
     rules.extend(rule_if_any(

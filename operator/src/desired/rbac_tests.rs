@@ -28,7 +28,7 @@ fn rule_on<'a>(rules: &'a [PolicyRule], resource: &str) -> &'a PolicyRule {
 
 /// Token Secrets need Secret writes only when the tenant chose them over annotations.
 #[test]
-fn synced_pods_can_store_their_token_and_read_their_api_service() {
+fn synced_pods_can_store_their_token() {
     let spec =
         spec_from_yaml("sync: {toHost: {secrets: {enabled: false}, services: {enabled: false}}}");
     let rules = role_rules(&input(&spec));
@@ -44,11 +44,39 @@ fn synced_pods_can_store_their_token_and_read_their_api_service() {
         grants(&rules, "", "secrets", "create"),
         "token Secrets: {rules:?}"
     );
-    let service = rule_on(&rules, "services");
-    assert_eq!(service.verbs, ["get"]);
+}
+
+/// The syncer reads its own host Service and Endpoints (for pods' KUBERNETES_SERVICE_HOST
+/// and the virtual `kubernetes` Service), whatever it syncs, and no other Service.
+#[test]
+fn the_syncer_reads_only_its_own_service_and_endpoints() {
+    let spec = spec_from_yaml(
+        "sync: {toHost: {pods: {enabled: false}, services: {enabled: false}, endpoints: {enabled: false}}}",
+    );
+    let rules = role_rules(&input(&spec));
+    let own = rules
+        .iter()
+        .find(|r| {
+            r.resources.as_deref() == Some(&["services".to_string(), "endpoints".to_string()][..])
+        })
+        .unwrap_or_else(|| panic!("a rule on the own Service: {rules:?}"));
+    assert_eq!(own.verbs, READ);
     assert_eq!(
-        service.resource_names.as_deref(),
+        own.resource_names.as_deref(),
         Some(&["team-alpha".to_string()][..])
+    );
+    let unnamed = rules.iter().filter(|r| r.resource_names.is_none());
+    assert!(
+        !unnamed
+            .clone()
+            .any(|r| grants(std::slice::from_ref(r), "", "services", "get")),
+        "{rules:?}"
+    );
+    assert!(
+        !unnamed
+            .clone()
+            .any(|r| grants(std::slice::from_ref(r), "", "endpoints", "get")),
+        "{rules:?}"
     );
 }
 

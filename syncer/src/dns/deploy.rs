@@ -17,8 +17,9 @@ use vnest_crds::{SyncerConfig, meta::LABEL_MANAGED_BY};
 
 use super::{
     CLUSTER_ROLE, DNS_PORT, HEALTH_PORT, MANAGED_BY, METRICS_PORT, NAME, NAMESPACE, READY_PORT,
-    SERVICE, change::change,
+    SERVICE,
 };
+use crate::change::change;
 use crate::engine::{self, Ctx, is_not_found};
 
 fn labels() -> Value {

@@ -7,7 +7,6 @@
 //! The Corefile ([`corefile`]) also serves the `networking.resolveDNS` entries
 //! ([`resolve_dns`]), re-rendered when what they depend on changes.
 
-mod change;
 mod corefile;
 mod deploy;
 mod resolve_dns;

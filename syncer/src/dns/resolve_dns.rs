@@ -14,10 +14,8 @@ use kube::{
 };
 use vnest_crds::{DnsMapping, DnsSource, DnsTarget, HostDns, ResolveDns};
 
-use super::{
-    change::change,
-    corefile::{Answer, Block},
-};
+use super::corefile::{Answer, Block};
+use crate::change::change;
 use crate::engine::Ctx;
 
 /// The reason of a problem that may go away by itself (a host Service not readable yet).

@@ -7,7 +7,7 @@ use kube::{ResourceExt, runtime::reflector::ObjectRef};
 use crate::{
     cache::Cache,
     engine::{Ctx, Decision, Key, Syncer},
-    translate::endpoints::host_endpoints,
+    translate::{api_service::is_api_service, endpoints::host_endpoints},
 };
 
 pub struct EndpointsSyncer {
@@ -35,7 +35,9 @@ impl Syncer for EndpointsSyncer {
                 .and_then(|s| s.selector.as_ref())
                 .is_none_or(|sel| sel.is_empty())
         });
-        Ok(if selectorless {
+        // The API server's own are the syncer's, pointing at the control plane.
+        let own = is_api_service(&virt.namespace().unwrap_or_default(), &virt.name_any());
+        Ok(if selectorless && !own {
             Decision::Sync(host_endpoints(virt, &ctx.target))
         } else {
             Decision::Skip

@@ -1,6 +1,7 @@
 //! The [`Syncer`](crate::engine::Syncer) of each synced type: glue between the pure
 //! translators and the engine, plus the few API calls a type needs on the virtual side.
 
+pub mod api_service;
 pub mod configmaps;
 pub mod endpoints;
 pub mod events;

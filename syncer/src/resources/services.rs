@@ -13,10 +13,11 @@ use vnest_crds::meta::ANNOTATION_OBJECT_UID;
 use super::sync_status;
 use crate::{
     engine::{Ctx, Decision, FIELD_MANAGER, Syncer},
+    translate::api_service::is_api_service,
     translate::from_host::is_from_host,
     translate::service::{
-        asking_for_virtual_addresses, cluster_ip_to_adopt, host_service, virtual_status,
-        with_cluster_ip,
+        asking_for_virtual_addresses, cluster_ip_to_adopt, host_service, recreatable,
+        virtual_status, with_cluster_ip,
     },
 };
 
@@ -63,12 +64,9 @@ impl Services {
             Ok(created) => created,
             Err(e) => {
                 // Never leave the tenant without its Service: put it back as it was.
-                let mut original = with_cluster_ip(virt, ip);
-                if let Some(spec) = original.spec.as_mut() {
-                    spec.cluster_ip = None;
-                    spec.cluster_ips = None;
-                }
-                api.create(&PostParams::default(), &original).await.ok();
+                api.create(&PostParams::default(), &recreatable(virt))
+                    .await
+                    .ok();
                 anyhow::bail!("failed to recreate virtual service {ns}/{name} with {ip}: {e}");
             }
         };
@@ -99,8 +97,10 @@ impl Syncer for Services {
     const KIND: &'static str = "Service";
 
     async fn desired(&self, ctx: &Ctx, virt: &Service) -> anyhow::Result<Decision<Service>> {
-        // A replica of a host Service already has the host's address: no copy needed.
-        if is_from_host(virt) {
+        // A replica of a host Service already has the host's address, and the API server's
+        // own is the control plane's host Service ([`super::api_service`]): no copy needed.
+        let own = is_api_service(&virt.namespace().unwrap_or_default(), &virt.name_any());
+        if is_from_host(virt) || own {
             return Ok(Decision::Skip);
         }
         Ok(Decision::Sync(host_service(virt, &ctx.target)))

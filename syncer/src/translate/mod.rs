@@ -1,6 +1,7 @@
 //! Pure translation between virtual objects and their host copies: one file per kind, no API
 //! calls, so every rule is a unit test.
 
+pub mod api_service;
 pub mod configmap;
 pub mod endpoints;
 pub mod error;

@@ -82,11 +82,21 @@ pub fn cluster_ip_to_adopt(virt: &Service, host: &Service) -> Option<String> {
     (virt_ip != Some(host_ip)).then(|| host_ip.clone())
 }
 
-/// Virtual Service `virt` as created anew with the host's ClusterIP.
+/// Virtual Service `virt` as created anew with address `ip`.
 pub fn with_cluster_ip(virt: &Service, ip: &str) -> Service {
-    let mut spec = virt.spec.clone().unwrap_or_default();
+    let mut service = recreatable(virt);
+    let spec = service.spec.get_or_insert_default();
     spec.cluster_ip = Some(ip.to_string());
     spec.cluster_ips = Some(vec![ip.to_string()]);
+    service
+}
+
+/// Virtual Service `virt` as it can be created again: its metadata and spec, without its
+/// addresses (the API server allocates new ones) or anything the server sets.
+pub fn recreatable(virt: &Service) -> Service {
+    let mut spec = virt.spec.clone().unwrap_or_default();
+    spec.cluster_ip = None;
+    spec.cluster_ips = None;
     spec.ip_families = None;
     let m = &virt.metadata;
     Service {

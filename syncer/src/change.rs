@@ -1,4 +1,5 @@
-//! Watch events read as "something changed", the trigger that re-renders the DNS objects.
+//! Watch events read as "something changed": the trigger of the loops that keep a few fixed
+//! objects (the DNS objects, the virtual `kubernetes` Service) as they should be.
 
 use futures::future::{Ready, ready};
 use kube::runtime::watcher;
