@@ -1,7 +1,12 @@
 //! Watch events read as "something changed": the trigger of the loops that keep a few fixed
 //! objects (the DNS objects, the virtual `kubernetes` Service) as they should be.
 
-use futures::future::{Ready, ready};
+use std::time::Duration;
+
+use futures::{
+    FutureExt, Stream, StreamExt,
+    future::{Ready, ready},
+};
 use kube::runtime::watcher;
 
 /// `Some(())` for an applied or deleted object, for `filter_map` over a watch. Our own apply
@@ -21,6 +26,22 @@ pub fn change<K>(
     })
 }
 
+/// Returns after `wait`, or sooner after a change on `changes`: then once the burst it
+/// started has gone quiet for `settle`, with the changes of the burst consumed.
+pub async fn next_or_after(
+    changes: &mut (impl Stream<Item = ()> + Unpin),
+    wait: Duration,
+    settle: Duration,
+) {
+    tokio::select! {
+        _ = changes.next() => {
+            tokio::time::sleep(settle).await;
+            while changes.next().now_or_never().flatten().is_some() {}
+        }
+        _ = tokio::time::sleep(wait) => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -38,5 +59,36 @@ mod tests {
         assert!(!changed(Ok(watcher::Event::InitApply(1))));
         assert!(!changed(Ok(watcher::Event::InitDone)));
         assert!(!changed(Err(watcher::Error::NoResourceVersion)));
+    }
+
+    /// Without a change the wait runs its course; a change ends it early, after the burst
+    /// settles, with every change of the burst consumed and a later one left for next time.
+    #[tokio::test(start_paused = true)]
+    async fn a_change_cuts_the_wait_short_once_its_burst_settles() {
+        let (tx, rx) = futures::channel::mpsc::unbounded::<()>();
+        let mut changes = rx;
+        let start = tokio::time::Instant::now();
+        next_or_after(
+            &mut changes,
+            Duration::from_secs(300),
+            Duration::from_secs(1),
+        )
+        .await;
+        assert_eq!(start.elapsed(), Duration::from_secs(300));
+
+        let start = tokio::time::Instant::now();
+        tx.unbounded_send(()).unwrap();
+        tx.unbounded_send(()).unwrap();
+        next_or_after(
+            &mut changes,
+            Duration::from_secs(300),
+            Duration::from_secs(1),
+        )
+        .await;
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        assert!(
+            changes.next().now_or_never().is_none(),
+            "the burst was consumed"
+        );
     }
 }

@@ -177,6 +177,30 @@ pub fn echo_workload(placement: &Value) -> Vec<Value> {
     ]
 }
 
+/// The two pods of [`echo_workload`] as (name, pod IP), once both are Running and ready in the
+/// virtual cluster; panics after `timeout`.
+pub async fn ready_echo_pods(kubeconfig: &Path, timeout: Duration) -> Vec<(String, String)> {
+    wait::until("both echo pods Running and ready", timeout, || async {
+        let out = tenant_kubectl(
+            kubeconfig,
+            &[
+                "get", "pods", "-l", "app=echo", "-o",
+                r#"jsonpath={range .items[*]}{.metadata.name} {.status.podIP} {.status.phase} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}"#,
+            ],
+        )?;
+        let running: Vec<(String, String)> = out
+            .lines()
+            .filter(|l| l.ends_with(" Running True"))
+            .filter_map(|l| {
+                let mut parts = l.split(' ');
+                Some((parts.next()?.to_string(), parts.next()?.to_string()))
+            })
+            .collect();
+        if running.len() == 2 { Ok(running) } else { Err(out) }
+    })
+    .await
+}
+
 /// The tenant kubeconfig of [`tenant_kubeconfig_through_service`], once the tenant's API
 /// answers `/readyz` through it; panics after `timeout`.
 pub async fn ready_tenant_kubeconfig(

@@ -21,8 +21,8 @@ use vnest_tests::{
     bed::workspace_binary,
     fixtures::{self, create_virtual_cluster, patch_spec, wait_condition},
     node::{
-        START, all_containers_ready, delete_data_volume, echo_workload, ready_tenant_kubeconfig,
-        real_node, tenant_kubectl as tenant,
+        START, all_containers_ready, delete_data_volume, echo_workload, ready_echo_pods,
+        ready_tenant_kubeconfig, real_node, tenant_kubectl as tenant,
     },
     tenant::present,
     wait,
@@ -164,22 +164,11 @@ async fn a_k8s_virtual_cluster_runs_for_real_from_apply_to_delete() {
     for name in &host_pods {
         all_containers_ready(&pods, name, &node.name, START).await;
     }
-    let virtual_pods = wait::until("both virtual pods Running and ready", CONVERGE, || async {
-        let out = tenant(
-            &kubeconfig,
-            &[
-                "get", "pods", "-l", "app=echo", "-o",
-                r#"jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}"#,
-            ],
-        )?;
-        let running: Vec<String> = out
-            .lines()
-            .filter(|l| l.ends_with(" Running True"))
-            .map(|l| l.split(' ').next().unwrap().to_string())
-            .collect();
-        if running.len() == 2 { Ok(running) } else { Err(out) }
-    })
-    .await;
+    let virtual_pods: Vec<String> = ready_echo_pods(&kubeconfig, CONVERGE)
+        .await
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
 
     // One tenant pod reaches the others through the virtual Service's ClusterIP (kubectl exec
     // through the proxy runs the client inside the real container).

@@ -16,7 +16,7 @@ use vnest_tests::{
     fixtures::{create_virtual_cluster, free_port, host_namespace, wait_condition},
     node::{
         RealNode, START, all_containers_ready, delete_data_volume, echo_workload, local_image,
-        tenant_kubeconfig_through_service, tenant_kubectl as tenant,
+        ready_echo_pods, tenant_kubeconfig_through_service, tenant_kubectl as tenant,
     },
     operator::OperatorProcess,
     wait,
@@ -284,25 +284,7 @@ async fn tenant_pods_resolve_virtual_services_and_only_the_mapped_host_names() {
     let manifest = std::env::temp_dir().join(format!("vnest-dns-{}-workload.json", ns.name));
     std::fs::write(&manifest, workload(&placement)).unwrap();
     tenant(&kubeconfig, &["apply", "-f", manifest.to_str().unwrap()]).unwrap();
-    let running = wait::until("both echo pods Running and ready", START, || async {
-        let out = tenant(
-            &kubeconfig,
-            &[
-                "get", "pods", "-l", "app=echo", "-o",
-                r#"jsonpath={range .items[*]}{.metadata.name} {.status.podIP} {.status.phase} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}"#,
-            ],
-        )?;
-        let running: Vec<(String, String)> = out
-            .lines()
-            .filter(|l| l.ends_with(" Running True"))
-            .filter_map(|l| {
-                let mut parts = l.split(' ');
-                Some((parts.next()?.to_string(), parts.next()?.to_string()))
-            })
-            .collect();
-        if running.len() == 2 { Ok(running) } else { Err(out) }
-    })
-    .await;
+    let running = ready_echo_pods(&kubeconfig, START).await;
     let client_pod = running[0].0.clone();
     let exec = |args: &[&str]| {
         let mut all = vec!["exec", client_pod.as_str(), "--", "vnest-echo"];

@@ -13,7 +13,7 @@ mod resolve_dns;
 
 use std::{sync::Arc, time::Duration};
 
-use futures::{FutureExt, StreamExt, stream};
+use futures::stream;
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, ObjectReference, Service, ServiceAccount},
@@ -21,7 +21,7 @@ use k8s_openapi::api::{
 };
 use vnest_crds::CoreDns;
 
-use crate::engine::Ctx;
+use crate::{change, engine::Ctx};
 use resolve_dns::Problem;
 
 /// Namespace of the DNS objects, where Kubernetes clients expect `kube-dns`.
@@ -110,15 +110,9 @@ pub async fn run(ctx: Arc<Ctx>) {
                 RETRY
             }
         };
-        tokio::select! {
-            _ = changed.next() => {
-                // Let a burst of changes settle, and never race the Service sync: adopting the
-                // host ClusterIP deletes and recreates the virtual kube-dns, and an apply in
-                // between would take the name with a fresh virtual IP.
-                tokio::time::sleep(SETTLE).await;
-                while changed.next().now_or_never().flatten().is_some() {}
-            }
-            _ = tokio::time::sleep(wait) => {}
-        }
+        // After a change, let the burst settle, and never race the Service sync: adopting the
+        // host ClusterIP deletes and recreates the virtual kube-dns, and an apply in between
+        // would take the name with a fresh virtual IP.
+        change::next_or_after(&mut changed, wait, SETTLE).await;
     }
 }

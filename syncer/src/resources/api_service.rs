@@ -5,7 +5,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use futures::{FutureExt, StreamExt, stream};
+use futures::{StreamExt, stream};
 use k8s_openapi::api::{
     core::v1::{Endpoints, Service},
     discovery::v1::EndpointSlice,
@@ -17,7 +17,7 @@ use kube::{
 };
 
 use crate::{
-    change::change,
+    change::{change, next_or_after},
     engine::{self, Ctx, FIELD_MANAGER},
     translate::{
         api_service::{
@@ -183,12 +183,6 @@ pub async fn run(ctx: Arc<Ctx>) {
                 RETRY
             }
         };
-        tokio::select! {
-            _ = changed.next() => {
-                tokio::time::sleep(SETTLE).await;
-                while changed.next().now_or_never().flatten().is_some() {}
-            }
-            _ = tokio::time::sleep(wait) => {}
-        }
+        next_or_after(&mut changed, wait, SETTLE).await;
     }
 }
