@@ -672,3 +672,47 @@ async fn a_virtual_service_keeps_its_address_unless_the_host_gave_it_out() {
     assert_ne!(recreated.metadata.uid, asked.metadata.uid);
     s.teardown().await;
 }
+
+/// A virtual NodePort Service shows the node port tenants reach it at on the host's nodes:
+/// asking for a port the host has already given out, it is updated in place (not recreated)
+/// to the port the host gave its copy.
+#[tokio::test]
+async fn a_virtual_node_port_service_takes_its_host_copys_node_port() {
+    let s = setup("res-svc-np", json!({})).await;
+    let _syncer = s.start_syncer();
+    let node_port = |svc: &Service| {
+        svc.spec
+            .as_ref()
+            .and_then(|s| s.ports.as_ref())
+            .and_then(|p| p[0].node_port)
+    };
+    let virt_services: Api<Service> = s.virt_api();
+    let host_services: Api<Service> = s.host_api();
+    let node_port_service = |name: &str, port: Option<i32>| {
+        let mut svc = service(name, json!({ "app": name }), json!([{ "port": 80 }]));
+        let spec = svc.spec.as_mut().unwrap();
+        spec.type_ = Some("NodePort".into());
+        spec.ports.as_mut().unwrap()[0].node_port = port;
+        svc
+    };
+    // A host Service holds a node port; the tenant asks for that one in its own cluster.
+    let decoy = create_service(&host_services, node_port_service("decoy", None)).await;
+    let taken = node_port(&decoy).unwrap();
+    let asked = create_service(&virt_services, node_port_service("np", Some(taken))).await;
+    assert_eq!(node_port(&asked), Some(taken));
+    let host_copy = wait::until("host copy of np", TIMEOUT, || async {
+        present(&host_services, s.host_name("np")).await
+    })
+    .await;
+    let host_port = node_port(&host_copy).unwrap();
+    assert_ne!(host_port, taken, "the host gave the copy a free port");
+    let adopted = wait::until("np on its host copy's node port", TIMEOUT, || async {
+        let v = present(&virt_services, "np").await?;
+        (node_port(&v) == Some(host_port))
+            .then_some(v)
+            .ok_or("not yet".to_string())
+    })
+    .await;
+    assert_eq!(adopted.metadata.uid, asked.metadata.uid, "updated in place");
+    s.teardown().await;
+}

@@ -1,6 +1,7 @@
 //! Services: the host copy asks for the virtual Service's ClusterIP where the host can give
 //! it; otherwise the host allocates one and the virtual Service is recreated with it
-//! (ClusterIPs are immutable). The virtual Service shows the host's load-balancer status.
+//! (ClusterIPs are immutable). The virtual Service takes the host's node ports and shows its
+//! load-balancer status.
 
 use k8s_openapi::api::core::v1::Service;
 use kube::{
@@ -17,7 +18,7 @@ use crate::{
     translate::from_host::is_from_host,
     translate::service::{
         asking_for_virtual_addresses, cluster_ip_to_adopt, host_service, recreatable,
-        virtual_status, with_cluster_ip,
+        virtual_status, with_cluster_ip, with_host_node_ports,
     },
 };
 
@@ -27,6 +28,8 @@ pub struct Services;
 /// the Service to create, so a syncer killed between the delete and the create puts it back
 /// on restart instead of losing the tenant's Service.
 const ANNOTATION_RECREATING: &str = "vnest.dev/recreating-virtual-service";
+/// Event reason when a virtual Service cannot take its host copy's node ports.
+const NODE_PORT_TAKEN: &str = "NodePortTaken";
 
 impl Services {
     /// Recreates the virtual Service with the host's ClusterIP, and points the host copy at
@@ -92,6 +95,33 @@ async fn reown(ctx: &Ctx, host_name: &str, created: &Service) -> anyhow::Result<
     Ok(())
 }
 
+/// Updates virtual Service `adopted` to the node ports of its host copy. A port the virtual
+/// API server has given another Service is refused with a Warning event and tried again on
+/// the next reconcile (that Service, taking its own host port, frees it).
+async fn adopt_node_ports(ctx: &Ctx, adopted: &Service) -> anyhow::Result<()> {
+    let ns = adopted.namespace().unwrap_or_default();
+    let name = adopted.name_any();
+    let api: Api<Service> = Api::namespaced(ctx.virt.clone(), &ns);
+    match api.replace(&name, &PostParams::default(), adopted).await {
+        Ok(_) => {
+            tracing::info!(namespace = %ns, name = %name, "virtual service took the host node ports");
+            Ok(())
+        }
+        Err(kube::Error::Api(e)) if e.code == 422 => {
+            let note = format!(
+                "the node ports of host Service {} are not free in the virtual cluster: {}",
+                ctx.target.host_name(&name, &ns),
+                e.message
+            );
+            ctx.warn(adopted, NODE_PORT_TAKEN, note).await;
+            anyhow::bail!("virtual service {ns}/{name} cannot take its host node ports: {e}")
+        }
+        Err(e) => {
+            anyhow::bail!("failed to give virtual service {ns}/{name} its host node ports: {e}")
+        }
+    }
+}
+
 impl Syncer for Services {
     type K = Service;
     const KIND: &'static str = "Service";
@@ -139,6 +169,9 @@ impl Syncer for Services {
     async fn back(&self, ctx: &Ctx, virt: &Service, host: &Service) -> anyhow::Result<()> {
         if let Some(ip) = cluster_ip_to_adopt(virt, host) {
             return self.adopt_cluster_ip(ctx, virt, host, &ip).await;
+        }
+        if let Some(adopted) = with_host_node_ports(virt, host) {
+            return adopt_node_ports(ctx, &adopted).await;
         }
         sync_status(ctx, virt, virt.status.as_ref(), virtual_status(host)).await
     }

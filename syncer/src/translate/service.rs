@@ -3,7 +3,7 @@
 
 use std::net::IpAddr;
 
-use k8s_openapi::api::core::v1::{Service, ServiceSpec, ServiceStatus};
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec, ServiceStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use vnest_crds::{ServiceCidr, translate};
 
@@ -80,6 +80,32 @@ pub fn cluster_ip_to_adopt(virt: &Service, host: &Service) -> Option<String> {
     let host_ip = host_spec.cluster_ip.as_ref().filter(|ip| !ip.is_empty())?;
     let virt_ip = virt.spec.as_ref().and_then(|s| s.cluster_ip.as_ref());
     (virt_ip != Some(host_ip)).then(|| host_ip.clone())
+}
+
+/// Virtual Service `virt` with the node ports the host gave its host copy, when they differ:
+/// a tenant reaches the Service on the host's nodes at those, not at the ones the virtual API
+/// server chose (node ports, unlike addresses, can change in place).
+pub fn with_host_node_ports(virt: &Service, host: &Service) -> Option<Service> {
+    let kind = virt.spec.as_ref()?.type_.as_deref();
+    if !matches!(kind, Some("NodePort" | "LoadBalancer")) {
+        return None;
+    }
+    let host_ports = host.spec.as_ref()?.ports.as_ref()?;
+    let host_node_port = |port: &ServicePort| {
+        host_ports
+            .iter()
+            .find(|h| h.port == port.port && h.protocol == port.protocol)
+            .and_then(|h| h.node_port)
+    };
+    let mut adopted = virt.clone();
+    let mut changed = false;
+    for port in adopted.spec.as_mut()?.ports.iter_mut().flatten() {
+        if let Some(node_port) = host_node_port(port).filter(|n| port.node_port != Some(*n)) {
+            port.node_port = Some(node_port);
+            changed = true;
+        }
+    }
+    changed.then_some(adopted)
 }
 
 /// Virtual Service `virt` as created anew with address `ip`.
@@ -218,5 +244,33 @@ spec:
             &["10.96.7.7"]
         );
         assert_eq!(cluster_ip_to_adopt(&recreated, &host), None);
+    }
+
+    /// The virtual Service takes the node ports of its host copy, port by port, once.
+    #[test]
+    fn the_host_node_ports_are_adopted_once() {
+        let virt: Service = from_yaml(SVC);
+        let mut host = host_service(&virt, &target());
+        let with_port = |host: &mut Service, node_port| {
+            host.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].node_port = node_port;
+        };
+        with_port(&mut host, Some(31555));
+        let adopted = with_host_node_ports(&virt, &host).unwrap();
+        let port = &adopted.spec.as_ref().unwrap().ports.as_ref().unwrap()[0];
+        assert_eq!((port.port, port.node_port), (80, Some(31555)));
+        assert_eq!(adopted.metadata.uid, virt.metadata.uid, "changed in place");
+        assert_eq!(
+            adopted.metadata.resource_version, virt.metadata.resource_version,
+            "an update that loses to a newer write fails rather than undoing it"
+        );
+        assert!(with_host_node_ports(&adopted, &host).is_none());
+        // Not yet allocated on the host: nothing to take.
+        with_port(&mut host, None);
+        assert!(with_host_node_ports(&virt, &host).is_none());
+        // A virtual Service no longer of a node-port type, its host copy not updated yet.
+        with_port(&mut host, Some(31555));
+        let mut cluster_ip = virt.clone();
+        cluster_ip.spec.as_mut().unwrap().type_ = Some("ClusterIP".into());
+        assert!(with_host_node_ports(&cluster_ip, &host).is_none());
     }
 }
