@@ -65,30 +65,19 @@ mod tests {
     /// settles, with every change of the burst consumed and a later one left for next time.
     #[tokio::test(start_paused = true)]
     async fn a_change_cuts_the_wait_short_once_its_burst_settles() {
-        let (tx, rx) = futures::channel::mpsc::unbounded::<()>();
-        let mut changes = rx;
-        let start = tokio::time::Instant::now();
-        next_or_after(
-            &mut changes,
-            Duration::from_secs(300),
-            Duration::from_secs(1),
-        )
-        .await;
-        assert_eq!(start.elapsed(), Duration::from_secs(300));
-
-        let start = tokio::time::Instant::now();
+        let (tx, mut changes) = futures::channel::mpsc::unbounded::<()>();
+        let (wait, settle) = (Duration::from_secs(300), Duration::from_secs(1));
+        let mut waited = async || {
+            let start = tokio::time::Instant::now();
+            next_or_after(&mut changes, wait, settle).await;
+            start.elapsed()
+        };
+        assert_eq!(waited().await, wait);
         tx.unbounded_send(()).unwrap();
         tx.unbounded_send(()).unwrap();
-        next_or_after(
-            &mut changes,
-            Duration::from_secs(300),
-            Duration::from_secs(1),
-        )
-        .await;
-        assert_eq!(start.elapsed(), Duration::from_secs(1));
-        assert!(
-            changes.next().now_or_never().is_none(),
-            "the burst was consumed"
-        );
+        assert_eq!(waited().await, settle, "the burst, at once");
+        tx.unbounded_send(()).unwrap();
+        assert_eq!(waited().await, settle, "the later change");
+        assert_eq!(waited().await, wait, "nothing left over");
     }
 }
