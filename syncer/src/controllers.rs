@@ -172,7 +172,7 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
         let queue = Queue::default();
         service_followers.push(Referrals::new(queue.clone(), endpoints::of_service));
         let syncer = EndpointsSyncer {
-            services: virtual_services,
+            services: virtual_services.clone(),
         };
         engines.push(Box::pin(engine::run(
             syncer,
@@ -282,6 +282,7 @@ pub async fn run(ctx: Arc<Ctx>, custom: Vec<Arc<Resolved>>) -> anyhow::Result<()
             pod_patches,
         );
         syncer.references = pod_references;
+        syncer.virtual_services = to_host.services.enabled.then(|| virtual_services.clone());
         engines.push(Box::pin(engine::run(
             syncer,
             ctx.clone(),

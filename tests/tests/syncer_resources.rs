@@ -716,3 +716,82 @@ async fn a_virtual_node_port_service_takes_its_host_copys_node_port() {
     assert_eq!(adopted.metadata.uid, asked.metadata.uid, "updated in place");
     s.teardown().await;
 }
+
+/// A pod gets the kubelet's service-link variables for the Services of its virtual namespace
+/// at their virtual addresses (the host kubelet's would describe host Services under their
+/// host names, so its links are off on the host copy), unless the pod turned
+/// `enableServiceLinks` off.
+#[tokio::test]
+async fn pods_get_the_service_links_of_their_virtual_namespace() {
+    let s = setup("res-links", json!({})).await;
+    let _syncer = s.start_syncer();
+    let virt_services: Api<Service> = s.virt_api();
+    let host_services: Api<Service> = s.host_api();
+    let foo = create_service(
+        &virt_services,
+        service(
+            "fooservice",
+            json!({ "app": "foo" }),
+            json!([{ "port": 8765 }]),
+        ),
+    )
+    .await;
+    let ip = foo.spec.unwrap().cluster_ip.unwrap();
+    // The syncer has seen the Service once it made the host copy.
+    wait::until("host copy of fooservice", TIMEOUT, || async {
+        present(&host_services, s.host_name("fooservice")).await
+    })
+    .await;
+    for (name, links) in [("linked", true), ("unlinked", false)] {
+        s.create::<Pod>(json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": { "name": name },
+            "spec": { "enableServiceLinks": links, "containers": [{ "name": "app", "image": "nginx" }] },
+        }))
+        .await;
+    }
+    let host_pods: Api<Pod> = s.host_api();
+    let host_env = |name: &'static str| {
+        let (host_pods, host_name) = (host_pods.clone(), s.host_name(name));
+        async move {
+            let pod = wait::until(&format!("host copy of {name}"), TIMEOUT, || async {
+                present(&host_pods, &host_name).await
+            })
+            .await;
+            let spec = pod.spec.unwrap();
+            assert_eq!(
+                spec.enable_service_links,
+                Some(false),
+                "{name}: host links off"
+            );
+            let env = spec.containers[0].env.clone().unwrap_or_default();
+            env.into_iter()
+                .map(|e| (e.name, e.value.unwrap_or_default()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let linked = host_env("linked").await;
+    for expected in [
+        ("FOOSERVICE_SERVICE_HOST".to_string(), ip.clone()),
+        ("FOOSERVICE_SERVICE_PORT".to_string(), "8765".to_string()),
+        (
+            "FOOSERVICE_PORT_8765_TCP".to_string(),
+            format!("tcp://{ip}:8765"),
+        ),
+    ] {
+        assert!(linked.contains(&expected), "{expected:?} in {linked:?}");
+    }
+    let unlinked = host_env("unlinked").await;
+    assert!(
+        unlinked
+            .iter()
+            .all(|(name, _)| !name.starts_with("FOOSERVICE_")),
+        "{unlinked:?}"
+    );
+    assert!(
+        unlinked
+            .iter()
+            .any(|(name, _)| name == "KUBERNETES_SERVICE_HOST"),
+        "the API server's variables whatever the links: {unlinked:?}"
+    );
+    s.teardown().await;
+}

@@ -6,7 +6,9 @@
 mod token;
 pub mod trust_bundles;
 
-use k8s_openapi::api::core::v1::{Binding, Container, ObjectReference, Pod, PodSpec, Service};
+use k8s_openapi::api::core::v1::{
+    Binding, Container, EnvVar, ObjectReference, Pod, PodSpec, Service,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{
     Api, ResourceExt,
@@ -21,10 +23,11 @@ use crate::{
     cache::Cache,
     engine::{Ctx, Decision, HostGone, PodReference, Queue, Syncer, conflicted_reference},
     translate::{
+        api_service::is_api_service,
         placement::Placement,
         pod::{
             PodEnv, TokenDelivery, ended_status, host_pod, patch_host_pod, requested_node,
-            requested_tokens, updated_spec, virtual_status,
+            requested_tokens, service_env::from_services, updated_spec, virtual_status,
         },
         pod_security,
     },
@@ -100,6 +103,9 @@ pub struct Pods {
     patches: PodPatches,
     /// Kinds whose host copies a pod mounts: a pod using a conflicted name is refused.
     pub references: Vec<PodReference>,
+    /// Virtual Services, for the service-link variables of a pod's namespace; none when
+    /// Services are not synced (their addresses would lead nowhere).
+    pub virtual_services: Option<Cache<Service>>,
 }
 
 impl Pods {
@@ -119,6 +125,7 @@ impl Pods {
             trust_bundles,
             patches,
             references: Vec::new(),
+            virtual_services: None,
         }
     }
 
@@ -130,6 +137,26 @@ impl Pods {
             .state()
             .iter()
             .any(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+    }
+
+    /// The service-link variables of `virt`'s namespace, unless the pod turned them off: the
+    /// Services there when it is created, as the kubelet would give them (it never updates a
+    /// running container's environment either).
+    async fn service_links(&self, virt: &Pod) -> anyhow::Result<Vec<EnvVar>> {
+        let wanted = virt.spec.as_ref().and_then(|s| s.enable_service_links) != Some(false);
+        let Some(services) = self.virtual_services.as_ref().filter(|_| wanted) else {
+            return Ok(Vec::new());
+        };
+        services.wait_until_ready().await?;
+        let namespace = virt.namespace().unwrap_or_default();
+        let mut in_namespace: Vec<_> = services
+            .state()
+            .into_iter()
+            .filter(|s| s.namespace().as_deref() == Some(namespace.as_str()))
+            .filter(|s| !is_api_service(&namespace, &s.name_any()))
+            .collect();
+        in_namespace.sort_by_key(|s| s.name_any());
+        Ok(from_services(in_namespace.iter().map(|s| s.as_ref())))
     }
 
     /// ClusterIP of the operator's Service in front of the virtual API server.
@@ -276,6 +303,7 @@ impl Syncer for Pods {
             sync_service_accounts: ctx.config.sync.to_host.serviceaccounts.enabled,
             token,
             sync_priority_classes: ctx.config.sync.to_host.priorityclasses.enabled,
+            service_links: self.service_links(virt).await?,
         };
         let mut pod = host_pod(virt, &ctx.target, &env);
         if let Some(spec) = pod.spec.as_mut() {

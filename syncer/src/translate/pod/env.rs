@@ -50,41 +50,42 @@ pub(super) fn rewrite_downward_api(spec: &mut PodSpec) {
     }
 }
 
-/// `KUBERNETES_SERVICE_*` pointing at the virtual API server, replacing the tenant's own.
-pub(super) fn point_at_virtual_api(container: &mut Container, ip: &str, port: i32) {
-    const KEYS: [&str; 3] = [
-        "KUBERNETES_SERVICE_HOST",
-        "KUBERNETES_SERVICE_PORT",
-        "KUBERNETES_PORT",
-    ];
-    let values = [
-        ip.to_string(),
-        port.to_string(),
-        format!("tcp://{ip}:{port}"),
-    ];
-    let mut env: Vec<EnvVar> = KEYS
-        .iter()
-        .zip(values)
-        .map(|(k, v)| EnvVar {
-            name: k.to_string(),
-            value: Some(v),
-            ..Default::default()
-        })
-        .collect();
+/// The API server's variables (`KUBERNETES_SERVICE_*`, `KUBERNETES_PORT*`, from
+/// [`super::service_env::api_server`]) pointing at the virtual API server, replacing the tenant's own.
+pub(super) fn point_at_virtual_api(container: &mut Container, api_vars: &[EnvVar]) {
+    let mut env = api_vars.to_vec();
     env.extend(
         container
             .env
             .take()
             .into_iter()
             .flatten()
-            .filter(|e| !KEYS.contains(&e.name.as_str())),
+            .filter(|e| !api_vars.iter().any(|v| v.name == e.name)),
     );
+    container.env = Some(env);
+}
+
+/// The variables of the Services of the pod's namespace (`service_links`) before the
+/// container's own, as the kubelet provides them: a variable the container sets itself wins,
+/// and the container's `$(VAR)` references can name the others.
+pub(super) fn add_service_links(container: &mut Container, service_links: &[EnvVar]) {
+    if service_links.is_empty() {
+        return;
+    }
+    let own = container.env.take().unwrap_or_default();
+    let mut env: Vec<EnvVar> = service_links
+        .iter()
+        .filter(|v| !own.iter().any(|e| e.name == v.name))
+        .cloned()
+        .collect();
+    env.extend(own);
     container.env = Some(env);
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::fixture::*;
+    use super::EnvVar;
 
     /// In-cluster clients in the host pod talk to the virtual API server, not the host's.
     #[test]
@@ -133,6 +134,61 @@ mod tests {
         assert_eq!(
             item.field_ref.as_ref().unwrap().field_path,
             "metadata.annotations['vcluster.loft.sh/object-namespace']"
+        );
+    }
+
+    /// Every variable of the API server's Service points at the virtual API server, so none
+    /// of the host kubelet's (the host API server's address) shows through.
+    #[test]
+    fn every_kubernetes_variable_points_at_the_virtual_api() {
+        let spec = host(&env());
+        let vars = spec.containers[0].env.as_ref().unwrap();
+        for name in [
+            "KUBERNETES_SERVICE_PORT_HTTPS",
+            "KUBERNETES_PORT_443_TCP",
+            "KUBERNETES_PORT_443_TCP_ADDR",
+        ] {
+            let var = vars.iter().find(|e| e.name == name);
+            assert!(
+                var.and_then(|v| v.value.as_deref())
+                    .is_some_and(|v| v.contains("10.96.0.10") || v == "443"),
+                "{name}: {var:?}"
+            );
+        }
+    }
+
+    /// The namespace's service links come before the container's own variables (so `$(VAR)`
+    /// can name them), and a variable the container sets itself wins.
+    #[test]
+    fn service_links_come_first_and_lose_to_the_containers_own() {
+        let mut links_env = env();
+        links_env.service_links = vec![
+            EnvVar {
+                name: "DB_SERVICE_HOST".into(),
+                value: Some("10.96.3.3".into()),
+                value_from: None,
+            },
+            EnvVar {
+                name: "MY_NS".into(),
+                value: Some("from a service".into()),
+                value_from: None,
+            },
+        ];
+        let spec = host(&links_env);
+        let vars = spec.containers[0].env.as_ref().unwrap();
+        let names: Vec<&str> = vars.iter().map(|e| e.name.as_str()).collect();
+        let db = names.iter().position(|n| *n == "DB_SERVICE_HOST").unwrap();
+        let own = names.iter().position(|n| *n == "MY_NS").unwrap();
+        assert!(db < own, "{names:?}");
+        assert_eq!(names.iter().filter(|n| **n == "MY_NS").count(), 1);
+        assert!(vars[own].value_from.is_some(), "the container's own MY_NS");
+        assert!(
+            host(&env()).containers[0]
+                .env
+                .as_ref()
+                .unwrap()
+                .iter()
+                .all(|e| e.name != "DB_SERVICE_HOST")
         );
     }
 }

@@ -8,11 +8,12 @@
 mod env;
 mod mutable;
 mod references;
+pub mod service_env;
 mod status;
 mod token;
 mod trust_bundles;
 
-use k8s_openapi::api::core::v1::{Pod, PodDNSConfig, PodDNSConfigOption, PodSpec};
+use k8s_openapi::api::core::v1::{EnvVar, Pod, PodDNSConfig, PodDNSConfigOption, PodSpec};
 use vnest_crds::meta::ANNOTATION_TOKEN_RENEW_AT;
 use vnest_crds::patch::PodPatches;
 
@@ -23,13 +24,13 @@ pub use token::{ANNOTATION_TOKEN, TOKEN_KEY, TokenDelivery, requested_tokens};
 pub use trust_bundles::{bundle_data, config_map_name, trust_bundle_sources};
 
 use super::{Target, TranslateError};
-use env::{point_at_virtual_api, rewrite_downward_api};
+use env::{add_service_links, point_at_virtual_api, rewrite_downward_api};
 use references::{containers_mut, walk_references};
 use token::replace_tokens;
 use trust_bundles::replace_trust_bundles;
 
 /// What the host pod needs besides the virtual pod itself.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct PodEnv {
     /// ClusterIP and port of the host Service fronting the virtual API server; pods reach
     /// "their" Kubernetes API there.
@@ -45,6 +46,9 @@ pub struct PodEnv {
     pub token: Option<TokenDelivery>,
     /// `sync.toHost.priorityclasses`: pods name the host copies of their classes.
     pub sync_priority_classes: bool,
+    /// The variables of the Services of the pod's virtual namespace
+    /// ([`service_env::from_services`]), unless the pod turned `enableServiceLinks` off.
+    pub service_links: Vec<EnvVar>,
 }
 
 /// The host node a tenant's `spec.nodeName` places the pod on: none asked, none; a node the
@@ -118,9 +122,15 @@ pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
                 .to_string(),
         );
     }
-    if let Some((ip, port)) = &env.api_service {
-        for c in containers_mut(&mut spec) {
-            point_at_virtual_api(c, ip, *port);
+    let api_vars = env
+        .api_service
+        .as_ref()
+        .map(|(ip, port)| service_env::api_server(ip, *port))
+        .unwrap_or_default();
+    for c in containers_mut(&mut spec) {
+        add_service_links(c, &env.service_links);
+        if !api_vars.is_empty() {
+            point_at_virtual_api(c, &api_vars);
         }
     }
     let tenant_dns = spec
@@ -216,6 +226,7 @@ spec:
             sync_service_accounts: false,
             token: None,
             sync_priority_classes: false,
+            service_links: vec![],
         }
     }
 
