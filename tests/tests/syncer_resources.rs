@@ -8,6 +8,7 @@
 use k8s_openapi::api::{
     core::v1::{Pod, Secret, Service},
     networking::v1::{Ingress, IngressClass},
+    node::v1::RuntimeClass,
     policy::v1::PodDisruptionBudget,
     scheduling::v1::PriorityClass,
     storage::v1::StorageClass,
@@ -793,5 +794,39 @@ async fn pods_get_the_service_links_of_their_virtual_namespace() {
             .any(|(name, _)| name == "KUBERNETES_SERVICE_HOST"),
         "the API server's variables whatever the links: {unlinked:?}"
     );
+    s.teardown().await;
+}
+
+/// A pod the host will not take (here: it names a RuntimeClass the tenant made, which the
+/// host does not have and its admission refuses) is not left Pending in silence: the tenant
+/// gets a Warning event with the host's reason.
+#[tokio::test]
+async fn a_pod_the_host_refuses_gets_an_event_with_the_reason() {
+    let s = setup("res-refused", json!({})).await;
+    let _syncer = s.start_syncer();
+    // Only in the virtual cluster (shared by the bed's tests, so named for this one).
+    let class_name = format!("{}-class", s.vns.name);
+    let classes: Api<RuntimeClass> = Api::all(s.virt.clone());
+    let class: RuntimeClass =
+        serde_json::from_value(json!({ "metadata": { "name": class_name }, "handler": "sandbox" }))
+            .unwrap();
+    classes
+        .create(&PostParams::default(), &class)
+        .await
+        .unwrap();
+    s.create::<Pod>(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "sandboxed" },
+        "spec": { "runtimeClassName": class_name, "containers": [{ "name": "app", "image": "nginx" }] },
+    }))
+    .await;
+    let event = warning_about(&s, "sandboxed").await;
+    assert_eq!(event.reason.as_deref(), Some("HostRefused"), "{event:?}");
+    let note = event.message.unwrap_or_default();
+    assert!(note.contains(&class_name), "{note}");
+    s.never_on_host("sandboxed").await;
+    classes
+        .delete(&class_name, &Default::default())
+        .await
+        .unwrap();
     s.teardown().await;
 }

@@ -28,6 +28,19 @@ pub(super) struct Engine<S: Syncer> {
 }
 
 /// The context of a failed host apply of `body`.
+/// Event reason on a virtual object whose host copy the host API server will not take.
+const HOST_REFUSED: &str = "HostRefused";
+
+/// Whether the host turned a create down for what the object is or what the host's policy
+/// allows (invalid; forbidden by admission, such as a quota or a missing RuntimeClass), which
+/// the tenant should hear of. Not a conflict or a server error, and not the syncer's own
+/// missing rights (the authorizer's "User … cannot create resource …"): those are the
+/// operator's to fix, and their message names the host namespace and account.
+fn refused_by_host(e: &kube::core::Status) -> bool {
+    let unauthorized = e.message.contains(" cannot ") && e.message.contains(" resource ");
+    matches!(e.code, 400 | 422) || (e.code == 403 && !unauthorized)
+}
+
 fn failed_apply<S: Syncer>(body: &S::K) -> String {
     format!("failed to apply host {} {}", S::KIND, body.name_any())
 }
@@ -107,7 +120,17 @@ impl<S: Syncer> Engine<S> {
                 other => return other.with_context(|| failed_apply::<S>(desired)),
             }
         }
-        self.apply(desired).await
+        let result = self.try_apply(desired).await;
+        if let Err(kube::Error::Api(e)) = &result
+            && refused_by_host(e)
+        {
+            let note = format!(
+                "not synced to the host: the host refused its copy: {}",
+                e.message
+            );
+            self.ctx.warn(virt, HOST_REFUSED, note).await;
+        }
+        result.with_context(|| failed_apply::<S>(desired))
     }
 
     fn virt_api(&self, namespace: &str) -> Api<S::K> {
@@ -276,5 +299,44 @@ impl<S: Syncer> Engine<S> {
             },
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16, message: &str) -> kube::core::Status {
+        serde_json::from_value(serde_json::json!({ "code": code, "message": message })).unwrap()
+    }
+
+    /// Admission and validation refusals reach the tenant; conflicts, server errors and the
+    /// syncer's own missing rights do not.
+    #[test]
+    fn only_the_hosts_refusals_of_the_object_are_the_tenants_business() {
+        for (code, message) in [
+            (
+                403,
+                r#"pods "web-x-shop-x-vc" is forbidden: exceeded quota: vc, requested: pods=1"#,
+            ),
+            (403, r#"pod rejected: RuntimeClass "gvisor" not found"#),
+            (
+                422,
+                r#"Pod "web-x-shop-x-vc" is invalid: spec.containers[0].image: Required value"#,
+            ),
+        ] {
+            assert!(refused_by_host(&status(code, message)), "{message}");
+        }
+        for (code, message) in [
+            (
+                403,
+                r#"pods is forbidden: User "system:serviceaccount:team-a:vc-vc" cannot create resource "pods" in API group "" in the namespace "team-a""#,
+            ),
+            (409, "the object has been modified"),
+            (500, "etcdserver: request timed out"),
+            (404, r#"namespaces "team-a" not found"#),
+        ] {
+            assert!(!refused_by_host(&status(code, message)), "{message}");
+        }
     }
 }
