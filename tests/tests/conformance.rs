@@ -15,7 +15,8 @@ use vnest_tests::{bed, bed::repo_root, node::real_node};
 /// one of them denying `kubectl attach`, which reaches the webhook only because pod streams pass
 /// the virtual API server; a Service deleted right after its creation (it keeps the address its
 /// virtual API server gave it), the virtual `kubernetes` Service's Endpoints and EndpointSlice
-/// (the control-plane pod, written by the syncer), a pod's service-link variables, and a Job
+/// (the control-plane pod, written by the syncer), a pod's service-link variables, ephemeral
+/// containers added to a running pod, and a Job
 /// whose evicted pods end Failed with their eviction's condition (busybox stand-in pods).
 const SUBSET: &[&str] = &[
     "AggregatedDiscovery should support aggregated discovery interface [Conformance]",
@@ -33,6 +34,8 @@ const SUBSET: &[&str] = &[
     "ResourceQuota should create a ResourceQuota and capture the life of a service. [Conformance]",
     "API Server should have Endpoints and EndpointSlices pointing to API Server [Conformance]",
     "Pods should contain environment variables for services [Conformance]",
+    "Ephemeral Containers will start an ephemeral container in an existing pod [Conformance]",
+    "Ephemeral Containers should update the ephemeral containers in an existing pod [Conformance]",
     "Job should allow to use a pod failure policy to ignore failure matching on DisruptionTarget condition [Conformance]",
     "API priority and fairness should support FlowSchema API operations [Conformance]",
     "AdmissionWebhook [Privileged:ClusterAdmin] should mutate configmap [Conformance]",

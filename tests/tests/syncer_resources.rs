@@ -830,3 +830,60 @@ async fn a_pod_the_host_refuses_gets_an_event_with_the_reason() {
         .unwrap();
     s.teardown().await;
 }
+
+/// An ephemeral container a tenant adds to a running pod (`kubectl debug`) is added to the
+/// host copy, translated as its containers are, aimed at the same container.
+#[tokio::test]
+async fn an_ephemeral_container_reaches_the_host_pod() {
+    let s = setup("res-ephemeral", json!({})).await;
+    let _syncer = s.start_syncer();
+    s.create::<Pod>(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "target" },
+        "spec": { "containers": [{ "name": "app", "image": "nginx" }] },
+    }))
+    .await;
+    s.running_host_pod("target").await;
+    let debugger = json!({ "spec": { "ephemeralContainers": [{
+        "name": "debugger", "image": "busybox", "targetContainerName": "app",
+        "env": [{ "name": "MY_NS", "valueFrom": { "fieldRef": { "fieldPath": "metadata.namespace" } } }],
+    }] } });
+    s.virt_api::<Pod>()
+        .patch_ephemeral_containers(
+            "target",
+            &PatchParams::default(),
+            &Patch::Strategic(debugger),
+        )
+        .await
+        .unwrap();
+    let host_pods: Api<Pod> = s.host_api();
+    let added = wait::until(
+        "the ephemeral container on the host pod",
+        TIMEOUT,
+        || async {
+            let pod = present(&host_pods, s.host_name("target")).await?;
+            pod.spec
+                .and_then(|s| s.ephemeral_containers)
+                .and_then(|all| all.into_iter().find(|e| e.name == "debugger"))
+                .ok_or("not yet".to_string())
+        },
+    )
+    .await;
+    assert_eq!(added.target_container_name.as_deref(), Some("app"));
+    let vars = added.env.unwrap_or_default();
+    assert!(
+        vars.iter().any(|e| e.name == "KUBERNETES_SERVICE_HOST"),
+        "the virtual API server's variables: {vars:?}"
+    );
+    let field = vars
+        .iter()
+        .find(|e| e.name == "MY_NS")
+        .and_then(|e| e.value_from.as_ref())
+        .and_then(|v| v.field_ref.as_ref())
+        .map(|f| f.field_path.clone());
+    assert_ne!(
+        field.as_deref(),
+        Some("metadata.namespace"),
+        "the virtual namespace"
+    );
+    s.teardown().await;
+}

@@ -7,12 +7,12 @@ mod token;
 pub mod trust_bundles;
 
 use k8s_openapi::api::core::v1::{
-    Binding, Container, EnvVar, ObjectReference, Pod, PodSpec, Service,
+    Binding, Container, EnvVar, EphemeralContainer, ObjectReference, Pod, PodSpec, Service,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, PostParams},
+    api::{DeleteParams, Patch, PatchParams, PostParams},
     runtime::reflector::ObjectRef,
 };
 use tokio::sync::OnceCell;
@@ -26,8 +26,9 @@ use crate::{
         api_service::is_api_service,
         placement::Placement,
         pod::{
-            PodEnv, TokenDelivery, ended_status, host_pod, patch_host_pod, requested_node,
-            requested_tokens, service_env::from_services, updated_spec, virtual_status,
+            PodEnv, TokenDelivery, ended_status, host_ephemeral_containers, host_pod,
+            patch_host_pod, requested_node, requested_tokens, service_env::from_services,
+            updated_spec, virtual_status,
         },
         pod_security,
     },
@@ -56,6 +57,14 @@ fn trim_host(pod: &mut Pod) {
             init_containers: spec.init_containers.map(names_and_images),
             active_deadline_seconds: spec.active_deadline_seconds,
             tolerations: spec.tolerations,
+            ephemeral_containers: spec.ephemeral_containers.map(|all| {
+                all.into_iter()
+                    .map(|e| EphemeralContainer {
+                        name: e.name,
+                        ..Default::default()
+                    })
+                    .collect()
+            }),
             ..Default::default()
         });
     }
@@ -157,6 +166,68 @@ impl Pods {
             .collect();
         in_namespace.sort_by_key(|s| s.name_any());
         Ok(from_services(in_namespace.iter().map(|s| s.as_ref())))
+    }
+
+    /// What translating `virt` needs besides the pod, its token delivered as `token`.
+    async fn pod_env(
+        &self,
+        ctx: &Ctx,
+        virt: &Pod,
+        token: Option<TokenDelivery>,
+    ) -> anyhow::Result<PodEnv> {
+        Ok(PodEnv {
+            api_service: self.api_service(ctx).await,
+            dns_ip: self.dns_ip(ctx),
+            cluster_domain: ctx.config.networking.advanced.cluster_domain.clone(),
+            sync_service_accounts: ctx.config.sync.to_host.serviceaccounts.enabled,
+            token,
+            sync_priority_classes: ctx.config.sync.to_host.priorityclasses.enabled,
+            service_links: self.service_links(virt).await?,
+        })
+    }
+
+    /// Adds to host pod `host` the ephemeral containers a tenant added to `virt` since (they
+    /// can only be added, through the `ephemeralcontainers` subresource).
+    async fn add_ephemeral_containers(
+        &self,
+        ctx: &Ctx,
+        virt: &Pod,
+        host: &Pod,
+    ) -> anyhow::Result<()> {
+        let on_host = |name: &str| {
+            host.spec
+                .as_ref()
+                .and_then(|s| s.ephemeral_containers.as_ref())
+                .is_some_and(|all| all.iter().any(|e| e.name == name))
+        };
+        let wanted = virt
+            .spec
+            .as_ref()
+            .and_then(|s| s.ephemeral_containers.as_ref());
+        if wanted.is_none_or(|all| all.iter().all(|e| on_host(&e.name))) {
+            return Ok(());
+        }
+        let env = self.pod_env(ctx, virt, None).await?;
+        let missing: Vec<_> = host_ephemeral_containers(virt, &ctx.target, &env)
+            .into_iter()
+            .filter(|e| !on_host(&e.name))
+            .collect();
+        let api: Api<Pod> = Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
+        ctx.metrics.count_host_write("Pod");
+        let patch = serde_json::json!({ "spec": { "ephemeralContainers": missing } });
+        api.patch_ephemeral_containers(
+            &host.name_any(),
+            &PatchParams::default(),
+            &Patch::Strategic(patch),
+        )
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "failed to add ephemeral containers to host pod {}: {e}",
+                host.name_any()
+            )
+        })?;
+        Ok(())
     }
 
     /// ClusterIP of the operator's Service in front of the virtual API server.
@@ -296,15 +367,7 @@ impl Syncer for Pods {
                 .for_annotation(ctx, virt, host_copy.as_deref())
                 .await?
         };
-        let env = PodEnv {
-            api_service: self.api_service(ctx).await,
-            dns_ip: self.dns_ip(ctx),
-            cluster_domain: ctx.config.networking.advanced.cluster_domain.clone(),
-            sync_service_accounts: ctx.config.sync.to_host.serviceaccounts.enabled,
-            token,
-            sync_priority_classes: ctx.config.sync.to_host.priorityclasses.enabled,
-            service_links: self.service_links(virt).await?,
-        };
+        let env = self.pod_env(ctx, virt, token).await?;
         let mut pod = host_pod(virt, &ctx.target, &env);
         if let Some(spec) = pod.spec.as_mut() {
             spec.node_name = node;
@@ -338,6 +401,7 @@ impl Syncer for Pods {
             self.tokens.ensure_secret(ctx, virt, host).await?;
         }
         self.trust_bundles.ensure(ctx, virt, host).await?;
+        self.add_ephemeral_containers(ctx, virt, host).await?;
         // Bind first, so a virtual pod seen Running is always on its node.
         let host_node = host.spec.as_ref().and_then(|s| s.node_name.as_deref());
         let virt_node = virt.spec.as_ref().and_then(|s| s.node_name.as_deref());

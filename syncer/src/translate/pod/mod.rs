@@ -13,7 +13,9 @@ mod status;
 mod token;
 mod trust_bundles;
 
-use k8s_openapi::api::core::v1::{EnvVar, Pod, PodDNSConfig, PodDNSConfigOption, PodSpec};
+use k8s_openapi::api::core::v1::{
+    EnvVar, EphemeralContainer, Pod, PodDNSConfig, PodDNSConfigOption, PodSpec,
+};
 use vnest_crds::meta::ANNOTATION_TOKEN_RENEW_AT;
 use vnest_crds::patch::PodPatches;
 
@@ -161,6 +163,47 @@ pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
     }
 }
 
+/// The host copies of `virt`'s ephemeral containers, translated as its containers are
+/// (references, environment, downward API) by running them through [`host_pod`] as regular
+/// containers of a copy of the pod; each keeps its `targetContainerName`.
+pub fn host_ephemeral_containers(
+    virt: &Pod,
+    target: &Target,
+    env: &PodEnv,
+) -> Vec<EphemeralContainer> {
+    let ephemeral = virt
+        .spec
+        .as_ref()
+        .and_then(|s| s.ephemeral_containers.clone())
+        .unwrap_or_default();
+    if ephemeral.is_empty() {
+        return Vec::new();
+    }
+    // The two types share every field but `targetContainerName`, which a Container ignores.
+    fn convert<From: serde::Serialize, To: serde::de::DeserializeOwned>(from: &From) -> To {
+        serde_json::from_value(serde_json::to_value(from).expect("serializable"))
+            .expect("the same fields")
+    }
+    let mut as_regular = virt.clone();
+    if let Some(spec) = as_regular.spec.as_mut() {
+        spec.containers = ephemeral.iter().map(convert).collect();
+        spec.init_containers = None;
+        spec.ephemeral_containers = None;
+    }
+    let translated = host_pod(&as_regular, target, env)
+        .spec
+        .map(|s| s.containers)
+        .unwrap_or_default();
+    translated
+        .into_iter()
+        .zip(ephemeral)
+        .map(|(container, original)| EphemeralContainer {
+            target_container_name: original.target_container_name,
+            ..convert(&container)
+        })
+        .collect()
+}
+
 /// Host pod `pod` with the `toHost.pods` patches applied, or why they cannot be.
 pub fn patch_host_pod(pod: Pod, patches: &PodPatches) -> Result<Pod, TranslateError> {
     if patches.is_empty() {
@@ -261,6 +304,60 @@ mod tests {
     use super::super::test_support::*;
     use super::fixture::*;
     use super::*;
+
+    /// An ephemeral container is translated as a container would be (references to host
+    /// copies, the virtual API server's variables, the downward API's virtual identity) and
+    /// keeps the container it targets.
+    #[test]
+    fn ephemeral_containers_are_translated_like_containers() {
+        let mut virt: Pod = from_yaml(POD);
+        let debug: EphemeralContainer = serde_yaml::from_str(
+            r#"
+name: debugger
+image: busybox
+targetContainerName: app
+env:
+- { name: A, valueFrom: { configMapKeyRef: { name: settings, key: a } } }
+- { name: MY_NS, valueFrom: { fieldRef: { fieldPath: metadata.namespace } } }
+"#,
+        )
+        .unwrap();
+        virt.spec.as_mut().unwrap().ephemeral_containers = Some(vec![debug]);
+        let host = host_ephemeral_containers(&virt, &target(), &env());
+        assert_eq!(host.len(), 1);
+        let debug = &host[0];
+        assert_eq!(debug.name, "debugger");
+        assert_eq!(debug.target_container_name.as_deref(), Some("app"));
+        let vars = debug.env.as_ref().unwrap();
+        let var = |name: &str| vars.iter().find(|e| e.name == name).unwrap();
+        let config_map = var("A")
+            .value_from
+            .as_ref()
+            .unwrap()
+            .config_map_key_ref
+            .as_ref();
+        assert_eq!(
+            config_map.unwrap().name,
+            target().host_name("settings", "shop")
+        );
+        assert_eq!(
+            var("KUBERNETES_SERVICE_HOST").value.as_deref(),
+            Some("10.96.0.10")
+        );
+        let field = var("MY_NS")
+            .value_from
+            .as_ref()
+            .unwrap()
+            .field_ref
+            .as_ref()
+            .unwrap();
+        assert_ne!(
+            field.field_path, "metadata.namespace",
+            "the virtual namespace, not the host's"
+        );
+        // A pod without any has none.
+        assert!(host_ephemeral_containers(&from_yaml(POD), &target(), &env()).is_empty());
+    }
 
     /// The host pod is named per design.md, scheduled by the host, and never mounts a host
     /// service-account token.
