@@ -6,16 +6,34 @@ use std::time::Duration;
 use futures::{
     FutureExt, Stream, StreamExt,
     future::{Ready, ready},
+    stream::BoxStream,
 };
-use kube::runtime::watcher;
+use kube::{
+    Api, Resource,
+    runtime::{WatchStreamExt, watcher},
+};
+use serde::de::DeserializeOwned;
+
+/// A watch of `api` with `config` (kube's default back-off), as a stream of "something
+/// changed" ([`change`]); `watch` names it in the log when it fails.
+pub fn changes<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    watch: &'static str,
+) -> BoxStream<'static, ()>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watcher(api, config)
+        .default_backoff()
+        .filter_map(move |event| change(event, watch))
+        .boxed()
+}
 
 /// `Some(())` for an applied or deleted object, for `filter_map` over a watch. Our own apply
 /// of an unchanged object writes nothing, so it makes no event and no loop. A failed watch
 /// is logged, naming `watch`, and retried by the watch's back-off.
-pub fn change<K>(
-    event: Result<watcher::Event<K>, watcher::Error>,
-    watch: &str,
-) -> Ready<Option<()>> {
+fn change<K>(event: Result<watcher::Event<K>, watcher::Error>, watch: &str) -> Ready<Option<()>> {
     ready(match event {
         Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => Some(()),
         Ok(_) => None,

@@ -1,7 +1,7 @@
 //! The DNS objects in the virtual cluster's `kube-system` ([`objects`]), applied and removed
 //! here, and the watch that tells when a tenant changed one of them.
 
-use futures::{StreamExt, stream};
+use futures::stream;
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, ObjectReference, Service, ServiceAccount},
@@ -10,7 +10,7 @@ use k8s_openapi::api::{
 use kube::{
     Api, Resource,
     api::{ApiResource, DeleteParams, DynamicObject},
-    runtime::{WatchStreamExt, watcher},
+    runtime::watcher,
 };
 use serde_json::{Value, json};
 use vnest_crds::{SyncerConfig, meta::LABEL_MANAGED_BY};
@@ -19,7 +19,7 @@ use super::{
     CLUSTER_ROLE, DNS_PORT, HEALTH_PORT, MANAGED_BY, METRICS_PORT, NAME, NAMESPACE, READY_PORT,
     SERVICE,
 };
-use crate::change::change;
+use crate::change;
 use crate::engine::{self, Ctx, is_not_found};
 
 fn labels() -> Value {
@@ -215,12 +215,8 @@ where
         + Send
         + 'static,
 {
-    let api: Api<K> = Api::all(ctx.virt.clone());
     let config = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
-    watcher(api, config)
-        .default_backoff()
-        .filter_map(|event| change(event, "DNS"))
-        .boxed()
+    change::changes(Api::<K>::all(ctx.virt.clone()), config, "DNS")
 }
 
 #[cfg(test)]

@@ -5,17 +5,17 @@
 
 use std::{collections::BTreeMap, fmt, net::IpAddr};
 
-use futures::{StreamExt, stream};
+use futures::stream;
 use k8s_openapi::api::core::v1::Service;
 use kube::{
     Api,
     api::{ListParams, PartialObjectMeta},
-    runtime::{WatchStreamExt, watcher},
+    runtime::watcher,
 };
 use vnest_crds::{DnsMapping, DnsSource, DnsTarget, HostDns, ResolveDns};
 
 use super::corefile::{Answer, Block};
-use crate::change::change;
+use crate::change;
 use crate::engine::Ctx;
 
 /// The reason of a problem that may go away by itself (a host Service not readable yet).
@@ -270,22 +270,21 @@ pub fn changes(
     if entries.is_empty() {
         return vec![];
     }
-    let virtual_services = watcher(
+    let virtual_services = change::changes(
         Api::<PartialObjectMeta<Service>>::all(ctx.virt.clone()),
         watcher::Config::default(),
-    )
-    .default_backoff()
-    .filter_map(|event| change(event, "resolveDNS"))
-    .boxed();
+        "resolveDNS",
+    );
     let host = host_services(entries, domain)
         .into_iter()
         .map(|(ns, name)| {
             // By name: the syncer may read only the Services entries name.
             let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-            watcher(Api::<Service>::namespaced(ctx.host.clone(), &ns), config)
-                .default_backoff()
-                .filter_map(|event| change(event, "resolveDNS"))
-                .boxed()
+            change::changes(
+                Api::<Service>::namespaced(ctx.host.clone(), &ns),
+                config,
+                "resolveDNS",
+            )
         });
     std::iter::once(virtual_services).chain(host).collect()
 }

@@ -27,7 +27,6 @@ pub(super) struct Engine<S: Syncer> {
     pub(super) reported: Mutex<HashSet<(String, String)>>,
 }
 
-/// The context of a failed host apply of `body`.
 /// Event reason on a virtual object whose host copy the host API server will not take.
 const HOST_REFUSED: &str = "HostRefused";
 
@@ -41,6 +40,7 @@ fn refused_by_host(e: &kube::core::Status) -> bool {
     matches!(e.code, 400 | 422) || (e.code == 403 && !unauthorized)
 }
 
+/// The context of a failed host apply of `body`.
 fn failed_apply<S: Syncer>(body: &S::K) -> String {
     format!("failed to apply host {} {}", S::KIND, body.name_any())
 }
