@@ -5,25 +5,23 @@
 
 use std::{sync::Arc, time::Duration};
 
-use futures::{StreamExt, stream};
+use futures::stream;
 use k8s_openapi::api::{
     core::v1::{Endpoints, Service},
     discovery::v1::EndpointSlice,
 };
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, PostParams, Preconditions},
-    runtime::{WatchStreamExt, watcher},
+    api::{DeleteParams, Preconditions},
+    runtime::watcher,
 };
 
+use super::services::create_with_cluster_ip;
 use crate::{
-    change::{change, next_or_after},
+    change::{changes, next_or_after},
     engine::{self, Ctx, FIELD_MANAGER},
-    translate::{
-        api_service::{
-            NAME, NAMESPACE, address_to_adopt, virtual_endpoint_slice, virtual_endpoints,
-        },
-        service::{recreatable, with_cluster_ip},
+    translate::api_service::{
+        NAME, NAMESPACE, address_to_adopt, virtual_endpoint_slice, virtual_endpoints,
     },
 };
 
@@ -49,12 +47,12 @@ where
         + Send
         + 'static,
 {
-    let api: Api<K> = Api::namespaced(client.clone(), namespace);
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    watcher(api, config)
-        .default_backoff()
-        .filter_map(|event| change(event, "API Service"))
-        .boxed()
+    changes(
+        Api::<K>::namespaced(client.clone(), namespace),
+        config,
+        "API Service",
+    )
 }
 
 /// Recreates virtual Service `virt` with address `ip`; on a refusal (the address lies outside
@@ -69,10 +67,7 @@ async fn adopt(ctx: &Ctx, virt: &Service, ip: &str) -> anyhow::Result<bool> {
         ..Default::default()
     };
     api.delete(NAME, &only_this).await?;
-    match api
-        .create(&PostParams::default(), &with_cluster_ip(virt, ip))
-        .await
-    {
+    match create_with_cluster_ip(&api, virt, ip).await {
         Ok(_) => {
             tracing::info!(
                 ip,
@@ -84,15 +79,8 @@ async fn adopt(ctx: &Ctx, virt: &Service, ip: &str) -> anyhow::Result<bool> {
         Err(kube::Error::Api(e)) if e.code == 409 => {
             anyhow::bail!("the API server recreated the kubernetes Service first")
         }
-        Err(e) => {
-            api.create(&PostParams::default(), &recreatable(virt))
-                .await
-                .ok();
-            match e {
-                kube::Error::Api(e) if e.code == 422 => Ok(false),
-                e => Err(e.into()),
-            }
-        }
+        Err(kube::Error::Api(e)) if e.code == 422 => Ok(false),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -60,23 +60,32 @@ impl Services {
             .map_err(|e| {
                 anyhow::anyhow!("failed to delete virtual service {ns}/{name} to adopt {ip}: {e}")
             })?;
-        let created = match api
-            .create(&PostParams::default(), &with_cluster_ip(virt, ip))
-            .await
-        {
-            Ok(created) => created,
-            Err(e) => {
-                // Never leave the tenant without its Service: put it back as it was.
-                api.create(&PostParams::default(), &recreatable(virt))
-                    .await
-                    .ok();
-                anyhow::bail!("failed to recreate virtual service {ns}/{name} with {ip}: {e}");
-            }
-        };
+        let created = create_with_cluster_ip(&api, virt, ip).await.map_err(|e| {
+            anyhow::anyhow!("failed to recreate virtual service {ns}/{name} with {ip}: {e}")
+        })?;
         reown(ctx, &host.name_any(), &created).await?;
         tracing::info!(namespace = %ns, name = %name, ip, manager = FIELD_MANAGER, "virtual service took over the host ClusterIP");
         Ok(())
     }
+}
+
+/// Creates deleted virtual Service `virt` anew with address `ip`. If the API server refuses,
+/// puts `virt` back as it was (with a fresh address), so the tenant never loses its Service,
+/// and returns the refusal.
+pub(super) async fn create_with_cluster_ip(
+    api: &Api<Service>,
+    virt: &Service,
+    ip: &str,
+) -> kube::Result<Service> {
+    let created = api
+        .create(&PostParams::default(), &with_cluster_ip(virt, ip))
+        .await;
+    if created.is_err() {
+        api.create(&PostParams::default(), &recreatable(virt))
+            .await
+            .ok();
+    }
+    created
 }
 
 /// Points host copy `host_name` at virtual Service `created` and drops the recreation record.
