@@ -117,11 +117,17 @@ async fn a_k8s_virtual_cluster_runs_for_real_from_apply_to_delete() {
         },
     )
     .await;
-    let copy = services.get_opt("kubernetes-x-default-x-vc").await.unwrap();
-    assert!(
-        copy.is_none(),
-        "a host copy of the API server's Service: {copy:?}"
-    );
+    wait::holds(
+        "no host copy of the API server's Service",
+        Duration::from_secs(5),
+        || async {
+            match services.get_opt("kubernetes-x-default-x-vc").await {
+                Ok(None) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
 
     // ... and through `kubectl vnest connect --port-forward` (host API server → kubelet →
     // containerd's port-forward into the pod).
