@@ -168,13 +168,21 @@ impl Pods {
         Ok(from_services(in_namespace.iter().map(|s| s.as_ref())))
     }
 
-    /// What translating `virt` needs besides the pod, its token delivered as `token`.
+    /// What translating `virt` needs besides the pod, its token delivered as `token`. The
+    /// service links are read only when `with_links` (a host copy's environment is fixed
+    /// once it is created, so they are not worth a scan of every virtual Service then).
     async fn pod_env(
         &self,
         ctx: &Ctx,
         virt: &Pod,
         token: Option<TokenDelivery>,
+        with_links: bool,
     ) -> anyhow::Result<PodEnv> {
+        let service_links = if with_links {
+            self.service_links(virt).await?
+        } else {
+            Vec::new()
+        };
         Ok(PodEnv {
             api_service: self.api_service(ctx).await,
             dns_ip: self.dns_ip(ctx),
@@ -182,7 +190,7 @@ impl Pods {
             sync_service_accounts: ctx.config.sync.to_host.serviceaccounts.enabled,
             token,
             sync_priority_classes: ctx.config.sync.to_host.priorityclasses.enabled,
-            service_links: self.service_links(virt).await?,
+            service_links,
         })
     }
 
@@ -207,7 +215,7 @@ impl Pods {
         if wanted.is_none_or(|all| all.iter().all(|e| on_host(&e.name))) {
             return Ok(());
         }
-        let env = self.pod_env(ctx, virt, None).await?;
+        let env = self.pod_env(ctx, virt, None, true).await?;
         let missing: Vec<_> = host_ephemeral_containers(virt, &ctx.target, &env)
             .into_iter()
             .filter(|e| !on_host(&e.name))
@@ -339,13 +347,12 @@ impl Syncer for Pods {
         let host = ctx
             .target
             .host_name(&virt.name_any(), &virt.namespace().unwrap_or_default());
+        let host_copy = self
+            .host_pods
+            .get(&ObjectRef::new(&host).within(&ctx.target.host_namespace));
         // A pod that ran and whose host copy is gone is ended by the engine, never recreated:
         // its node (bound by us) need not be shown any more.
-        let ended = self.host_gone(virt) == HostGone::DeleteVirtual
-            && self
-                .host_pods
-                .get(&ObjectRef::new(&host).within(&ctx.target.host_namespace))
-                .is_none();
+        let ended = self.host_gone(virt) == HostGone::DeleteVirtual && host_copy.is_none();
         let node = match requested_node(&spec, |n| ended || self.node_shown(n)) {
             Ok(node) => node,
             Err(e) => {
@@ -360,14 +367,12 @@ impl Syncer for Pods {
         } else if ctx.config.sync.to_host.pods.use_secrets_for_sa_tokens {
             Some(TokenDelivery::Secret(token::secret_name(&host)))
         } else {
-            let host_copy = self
-                .host_pods
-                .get(&ObjectRef::new(&host).within(&ctx.target.host_namespace));
             self.tokens
                 .for_annotation(ctx, virt, host_copy.as_deref())
                 .await?
         };
-        let env = self.pod_env(ctx, virt, token).await?;
+        // Only a pod about to be created takes its namespace's service links.
+        let env = self.pod_env(ctx, virt, token, host_copy.is_none()).await?;
         let mut pod = host_pod(virt, &ctx.target, &env);
         if let Some(spec) = pod.spec.as_mut() {
             spec.node_name = node;
