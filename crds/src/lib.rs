@@ -22,7 +22,7 @@ pub mod translate;
 pub mod virtual_cluster;
 
 pub use duration::{DurationError, DurationSpec};
-pub use field_error::FieldError;
+pub use field_error::{FieldError, FieldErrors};
 pub use policy::{VirtualClusterPolicy, VirtualClusterPolicySpec};
 pub use quantity::{QuantityMap, quantity_value};
 pub use service_cidr::ServiceCidr;

@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 
 use kube::{CustomResourceExt, ResourceExt};
 use serde_json::{Map, Value};
-use vnest_crds::{VirtualCluster, VirtualClusterSpec, VirtualClusterTemplate};
+use vnest_crds::{FieldError, VirtualCluster, VirtualClusterSpec, VirtualClusterTemplate};
 
 /// The rendered template's spec, as JSON (before the user's fields are laid over it).
 pub fn render(
@@ -18,16 +18,18 @@ pub fn render(
     vc_name: &str,
     vc_namespace: &str,
     values: &BTreeMap<String, String>,
-) -> Result<Value, String> {
+) -> Result<Value, FieldError> {
     let template_name = template.name_any();
     let declared = &template.spec.parameters;
     for given in values.keys() {
         if !declared.iter().any(|p| &p.name == given) {
             let names: Vec<&str> = declared.iter().map(|p| p.name.as_str()).collect();
-            return Err(format!(
-                "spec.template.parameters.{given}: template {template_name} declares no such \
-                 parameter (it has: {})",
-                names.join(", ")
+            return Err(FieldError::new(
+                format!("spec.template.parameters.{given}"),
+                format!(
+                    "template {template_name} declares no such parameter (it has: {})",
+                    names.join(", ")
+                ),
             ));
         }
     }
@@ -39,44 +41,53 @@ pub fn render(
             (Some(value), _) => value.clone(),
             (None, Some(default)) => default.clone(),
             (None, None) => {
-                return Err(format!(
-                    "spec.template.parameters.{}: required by template {template_name}{}",
-                    parameter.name,
-                    parameter
-                        .description
-                        .as_ref()
-                        .map(|d| format!(" ({d})"))
-                        .unwrap_or_default()
+                return Err(FieldError::new(
+                    format!("spec.template.parameters.{}", parameter.name),
+                    format!(
+                        "required by template {template_name}{}",
+                        parameter
+                            .description
+                            .as_ref()
+                            .map(|d| format!(" ({d})"))
+                            .unwrap_or_default()
+                    ),
                 ));
             }
         };
         if !parameter.allowed_values.is_empty() && !parameter.allowed_values.contains(&value) {
-            return Err(format!(
-                "spec.template.parameters.{}: {value:?} is not one of {:?} (template {template_name})",
-                parameter.name, parameter.allowed_values
+            return Err(FieldError::new(
+                format!("spec.template.parameters.{}", parameter.name),
+                format!(
+                    "{value:?} is not one of {:?} (template {template_name})",
+                    parameter.allowed_values
+                ),
             ));
         }
         context.insert(parameter.name.clone(), value.into());
     }
+    // The template itself is at fault: named through the field that chose it.
+    let broken = |problem: String| {
+        FieldError::new(
+            "spec.template.name",
+            format!("VirtualClusterTemplate {template_name}: {problem}"),
+        )
+    };
     let mut engine = Handlebars::new();
     engine.set_strict_mode(true);
     engine.register_escape_fn(handlebars::no_escape);
     let text = engine
         .render_template(&template.spec.template, &Value::Object(context))
-        .map_err(|e| {
-            format!("VirtualClusterTemplate {template_name}: spec.template does not render: {e}")
-        })?;
-    let rendered: Value = serde_yaml::from_str(&text).map_err(|e| {
-        format!("VirtualClusterTemplate {template_name}: spec.template renders invalid YAML: {e}")
-    })?;
+        .map_err(|e| broken(format!("spec.template does not render: {e}")))?;
+    let rendered: Value = serde_yaml::from_str(&text)
+        .map_err(|e| broken(format!("spec.template renders invalid YAML: {e}")))?;
     match rendered {
-        Value::Object(ref spec) if spec.contains_key("template") => Err(format!(
-            "VirtualClusterTemplate {template_name}: a template may not name another template"
-        )),
+        Value::Object(ref spec) if spec.contains_key("template") => {
+            Err(broken("a template may not name another template".into()))
+        }
         Value::Object(_) => Ok(rendered),
         Value::Null => Ok(Value::Object(Map::new())),
-        _ => Err(format!(
-            "VirtualClusterTemplate {template_name}: spec.template must render a mapping (a VirtualCluster spec)"
+        _ => Err(broken(
+            "spec.template must render a mapping (a VirtualCluster spec)".into(),
         )),
     }
 }
@@ -155,12 +166,20 @@ pub fn merge_over(base: &mut Value, over: Value) {
 }
 
 /// The spec to reconcile: the template's, with what the user set on the VirtualCluster on top.
-pub fn effective_spec(vc: &VirtualCluster, rendered: Value) -> Result<VirtualClusterSpec, String> {
+pub fn effective_spec(
+    vc: &VirtualCluster,
+    rendered: Value,
+) -> Result<VirtualClusterSpec, FieldError> {
     let mut spec = rendered;
     merge_over(&mut spec, user_fields(vc));
     serde_json::from_value(spec).map_err(|e| {
         let template = vc.spec.template.as_ref().map_or("", |t| t.name.as_str());
-        format!("spec rendered from template {template} is not a valid VirtualCluster spec: {e}")
+        FieldError::new(
+            "spec",
+            format!(
+                "as rendered from template {template} it is not a valid VirtualCluster spec: {e}"
+            ),
+        )
     })
 }
 
@@ -222,7 +241,9 @@ mod tests {
 
     #[test]
     fn a_missing_required_parameter_names_it_and_its_purpose() {
-        let err = render(&small(), "dev", "team-a", &values(&[])).unwrap_err();
+        let err = render(&small(), "dev", "team-a", &values(&[]))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("spec.template.parameters.team: required"),
             "{err}"
@@ -232,7 +253,9 @@ mod tests {
 
     #[test]
     fn a_value_outside_the_allowed_ones_is_refused() {
-        let err = render(&small(), "d", "n", &values(&[("team", "a"), ("cpu", "32")])).unwrap_err();
+        let err = render(&small(), "d", "n", &values(&[("team", "a"), ("cpu", "32")]))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("spec.template.parameters.cpu: \"32\" is not one of"),
             "{err}"
@@ -241,7 +264,9 @@ mod tests {
 
     #[test]
     fn an_undeclared_parameter_is_refused_with_the_declared_ones() {
-        let err = render(&small(), "d", "n", &values(&[("team", "a"), ("size", "l")])).unwrap_err();
+        let err = render(&small(), "d", "n", &values(&[("team", "a"), ("size", "l")]))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("parameters.size"), "{err}");
         assert!(err.contains("(it has: cpu, team)"), "{err}");
     }
@@ -249,7 +274,7 @@ mod tests {
     #[test]
     fn an_undeclared_variable_in_the_body_fails_to_render() {
         let t = template(json!([]), "paused: {{sleepy}}\n");
-        let err = render(&t, "a", "b", &values(&[])).unwrap_err();
+        let err = render(&t, "a", "b", &values(&[])).unwrap_err().to_string();
         assert!(err.contains("does not render"), "{err}");
     }
 
@@ -259,12 +284,14 @@ mod tests {
         assert!(
             render(&t, "a", "b", &values(&[]))
                 .unwrap_err()
+                .to_string()
                 .contains("mapping")
         );
         let t = template(json!([]), "template: {name: other}\n");
         assert!(
             render(&t, "a", "b", &values(&[]))
                 .unwrap_err()
+                .to_string()
                 .contains("another template")
         );
     }
@@ -333,7 +360,9 @@ mod tests {
     #[test]
     fn a_rendered_spec_with_unknown_fields_is_refused() {
         let vc = stored(json!({ "template": { "name": "small" } }));
-        let err = effective_spec(&vc, json!({ "controlPlane": { "distro": "k3s" } })).unwrap_err();
+        let err = effective_spec(&vc, json!({ "controlPlane": { "distro": "k3s" } }))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("template small"), "{err}");
     }
 

@@ -125,20 +125,26 @@ impl PodPatches {
     /// Patches host pod `pod` (as JSON). A rewrite of a field that is absent does nothing;
     /// one of a field that is not a string, or giving a label an invalid value, fails with
     /// the entry named (the pod is then not synced rather than synced unpatched).
-    pub fn apply(&self, pod: &mut Value) -> Result<(), String> {
+    pub fn apply(&self, pod: &mut Value) -> Result<(), FieldError> {
         for r in &self.rewrites {
-            let entry = format!("{TRANSLATE_PATCHES}[{}] ({})", r.index, r.path);
+            let entry = || format!("{TRANSLATE_PATCHES}[{}] ({})", r.index, r.path);
             for field in r.path.select(pod) {
                 let Value::String(current) = field else {
-                    return Err(format!(
-                        "{entry}: the field is {}; translatePatches rewrite strings only",
-                        json_type(field)
+                    return Err(FieldError::new(
+                        entry(),
+                        format!(
+                            "the field is {}; translatePatches rewrite strings only",
+                            json_type(field)
+                        ),
                     ));
                 };
                 let new = r.expression.evaluate(current);
                 if r.label && !is_label_value(&new) {
-                    return Err(format!(
-                        "{entry}: {new:?} is not a valid label value (at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)"
+                    return Err(FieldError::new(
+                        entry(),
+                        format!(
+                            "{new:?} is not a valid label value (at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)"
+                        ),
                     ));
                 }
                 *current = new;
@@ -264,7 +270,7 @@ translatePatches: [{path: metadata.labels.app, expression: "'x-' + value"}]
         );
         let err = patches.apply(&mut host_pod()).unwrap_err();
         assert_eq!(
-            err,
+            err.to_string(),
             "spec.sync.toHost.pods.translatePatches[0] (spec.containers[0].ports[0].containerPort): the field is a number; translatePatches rewrite strings only"
         );
     }
@@ -279,6 +285,7 @@ translatePatches: [{path: metadata.labels.app, expression: "'x-' + value"}]
         assert!(
             long.apply(&mut host_pod())
                 .unwrap_err()
+                .message
                 .contains("is not a valid label value")
         );
         let slash = compile(

@@ -11,7 +11,7 @@ use std::{borrow::Borrow, collections::BTreeMap};
 
 use kube::ResourceExt;
 use serde_json::Value;
-use vnest_crds::{AutoDelete, SleepMode, VirtualClusterPolicy, VirtualClusterSpec};
+use vnest_crds::{AutoDelete, FieldError, SleepMode, VirtualClusterPolicy, VirtualClusterSpec};
 
 pub use check::check;
 pub use rules::covers;
@@ -26,7 +26,7 @@ pub fn governing<'a>(
     policies: &'a [impl Borrow<VirtualClusterPolicy>],
     namespace: &str,
     labels: &BTreeMap<String, String>,
-) -> Result<Option<&'a VirtualClusterPolicy>, String> {
+) -> Result<Option<&'a VirtualClusterPolicy>, FieldError> {
     let mut selecting: Vec<&VirtualClusterPolicy> = policies
         .iter()
         .map(Borrow::borrow)
@@ -39,10 +39,13 @@ pub fn governing<'a>(
         [one] => Ok(Some(one)),
         many => {
             let names: Vec<String> = many.iter().map(|p| p.name_any()).collect();
-            Err(format!(
-                "metadata.namespace: namespace {namespace} is selected by more than one VirtualClusterPolicy ({}); \
-                 nothing is applied until the platform admins change their namespaceSelectors so that one policy selects it",
-                names.join(", ")
+            Err(FieldError::new(
+                "metadata.namespace",
+                format!(
+                    "namespace {namespace} is selected by more than one VirtualClusterPolicy ({}); \
+                     nothing is applied until the platform admins change their namespaceSelectors so that one policy selects it",
+                    names.join(", ")
+                ),
             ))
         }
     }
@@ -56,7 +59,7 @@ pub fn governing<'a>(
 pub fn with_defaults(
     policy: &VirtualClusterPolicy,
     spec: &VirtualClusterSpec,
-) -> Result<VirtualClusterSpec, String> {
+) -> Result<VirtualClusterSpec, FieldError> {
     let mut spec = match &policy.spec.defaults {
         Some(defaults) => {
             // The policy's defaults as stored (the API server filled in the schema's own
@@ -68,9 +71,12 @@ pub fn with_defaults(
                 map.remove("template");
             }
             let mut merged: VirtualClusterSpec = serde_json::from_value(merged).map_err(|e| {
-                format!(
-                    "spec: with the defaults of VirtualClusterPolicy {} the spec is not valid: {e}",
-                    policy.name_any()
+                FieldError::new(
+                    "spec",
+                    format!(
+                        "with the defaults of VirtualClusterPolicy {} the spec is not valid: {e}",
+                        policy.name_any()
+                    ),
                 )
             })?;
             merged.template = spec.template.clone();
@@ -164,7 +170,9 @@ mod tests {
             named("wide", "namespaceSelector: {}"),
             named("narrow", "namespaceSelector: {matchLabels: {tier: a}}"),
         ];
-        let err = governing(&policies, "team-a", &labels(&[("tier", "a")])).unwrap_err();
+        let err = governing(&policies, "team-a", &labels(&[("tier", "a")]))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("(narrow, wide)") && err.contains("namespace team-a"),
             "{err}"

@@ -50,18 +50,13 @@ pub struct Written {
 pub async fn apply(ctx: &Context, plan: &Plan) -> Result<Written, Error> {
     let vc = &plan.vc;
     let Step::Enact(enact) = &plan.step else {
-        if let Step::Invalid(message) = &plan.step
-            && conditions::find(vc.status.as_ref(), SPEC_VALID)
-                .is_none_or(|c| &c.message != message)
-        {
-            ctx.event(
-                vc,
-                EventType::Warning,
-                "InvalidSpec",
-                "Validate",
-                message.clone(),
-            )
-            .await;
+        if let Step::Invalid(errors) = &plan.step {
+            let message = errors.to_string();
+            if conditions::find(vc.status.as_ref(), SPEC_VALID).is_none_or(|c| c.message != message)
+            {
+                ctx.event(vc, EventType::Warning, "InvalidSpec", "Validate", message)
+                    .await;
+            }
         }
         return Ok(Written {
             endpoint: vc

@@ -9,7 +9,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::{ResourceExt, core::PartialObjectMeta};
 use serde_json::{Value, json};
 use vnest_crds::{
-    RenderedTemplate, VirtualCluster, VirtualClusterPolicy, VirtualClusterTemplate,
+    FieldError, FieldErrors, RenderedTemplate, VirtualCluster, VirtualClusterPolicy,
+    VirtualClusterTemplate,
     meta::{self, ChildNames},
 };
 
@@ -47,7 +48,7 @@ pub struct Plan {
 
 pub enum Step {
     /// The spec cannot be applied: every problem, one after another. Only the status changes.
-    Invalid(String),
+    Invalid(FieldErrors),
     /// The auto-delete moment came.
     Delete {
         reason: DeleteReason,
@@ -93,7 +94,7 @@ pub fn plan(
     let (templated, template_error, rendered_from) = match templated {
         Ok(Some((effective, from))) => (effective, None, Some(from)),
         Ok(None) => (original.clone(), None, None),
-        Err(message) => (original.clone(), Some(message), None),
+        Err(error) => (original.clone(), Some(error), None),
     };
     // The policy's defaults go under the template's and the VirtualCluster's own fields.
     let governed = match template_error {
@@ -103,7 +104,7 @@ pub fn plan(
     let (vc, policy_error, governing) = match governed {
         Ok(Some((effective, policy))) => (effective, None, Some(policy)),
         Ok(None) => (templated, None, None),
-        Err(message) => (templated, Some(message), None),
+        Err(error) => (templated, Some(error), None),
     };
     // A template that cannot be used leaves the version last rendered on record; a policy
     // refusing the rendered spec does not.
@@ -116,11 +117,11 @@ pub fn plan(
         vc.spec.export_kubeconfig.secret.name.as_deref(),
     );
     let checked = match template_error.or(policy_error) {
-        Some(message) => Err(message),
+        Some(error) => Err(error.into()),
         None => check(settings, &vc, governing.as_deref()),
     };
     let step = match checked {
-        Err(message) => Step::Invalid(message),
+        Err(errors) => Step::Invalid(errors),
         Ok(policy) => {
             let facts = facts::facts(&vc, observed.lease_activity);
             let decision = decide::decide(&policy, &facts, now);
@@ -196,7 +197,7 @@ fn check(
     settings: &Settings,
     vc: &VirtualCluster,
     governing: Option<&VirtualClusterPolicy>,
-) -> Result<crate::lifecycle::policy::Policy, String> {
+) -> Result<crate::lifecycle::policy::Policy, FieldErrors> {
     let namespace = vc.namespace().unwrap_or_default();
     let mut errors = validate::validate_name(&vc.name_any())
         .err()
@@ -210,11 +211,7 @@ fn check(
     }
     match parsed {
         Ok(policy) if errors.is_empty() => Ok(policy),
-        _ => Err(errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ")),
+        _ => Err(FieldErrors(errors)),
     }
 }
 
@@ -223,15 +220,18 @@ fn check(
 fn with_template(
     template: Option<&VirtualClusterTemplate>,
     vc: &VirtualCluster,
-) -> Result<Option<(VirtualCluster, RenderedTemplate)>, String> {
+) -> Result<Option<(VirtualCluster, RenderedTemplate)>, FieldError> {
     let Some(reference) = &vc.spec.template else {
         return Ok(None);
     };
     let template = template.ok_or_else(|| {
-        format!(
-            "spec.template.name: VirtualClusterTemplate {:?} does not exist; create it or name \
-             one of `kubectl get virtualclustertemplates`",
-            reference.name
+        FieldError::new(
+            "spec.template.name",
+            format!(
+                "VirtualClusterTemplate {:?} does not exist; create it or name one of \
+                 `kubectl get virtualclustertemplates`",
+                reference.name
+            ),
         )
     })?;
     let namespace = vc.namespace().unwrap_or_default();
@@ -250,7 +250,7 @@ fn with_template(
 fn with_policy(
     observed: &Observation,
     vc: &VirtualCluster,
-) -> Result<Option<(VirtualCluster, Arc<VirtualClusterPolicy>)>, String> {
+) -> Result<Option<(VirtualCluster, Arc<VirtualClusterPolicy>)>, FieldError> {
     let namespace = vc.namespace().unwrap_or_default();
     let labels = observed
         .namespace

@@ -43,7 +43,7 @@ pub async fn report(ctx: &Context, plan: &Plan, written: Written) -> Result<Acti
         generation: vc.metadata.generation,
         deleting: false,
         spec_error: match &plan.step {
-            Step::Invalid(message) => Some(message.clone()),
+            Step::Invalid(errors) => Some(errors.to_string()),
             _ => None,
         },
         apply_error: written.error.as_ref().map(ToString::to_string),

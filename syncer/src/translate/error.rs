@@ -2,6 +2,8 @@
 //! the Warning event or log line that says so; [`TranslateError::category`] is the event's
 //! reason.
 
+use vnest_crds::FieldError;
+
 /// A translation that cannot be made.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TranslateError {
@@ -12,8 +14,8 @@ pub enum TranslateError {
     )]
     NodeNotShown { node: String },
     /// A `toHost.pods` patch could not act on the host pod.
-    #[error("{0}")]
-    PodPatch(String),
+    #[error(transparent)]
+    PodPatch(#[from] FieldError),
     /// The patches left something that is not a pod.
     #[error("the patched pod is not a valid pod: {0}")]
     PatchedPodInvalid(String),
@@ -58,7 +60,7 @@ mod tests {
              (those shown from host nodes its pods run on); leave spec.nodeName empty or name one of them"
         );
         assert_eq!(node.category(), "NodeNotAllowed");
-        let patch = TranslateError::PodPatch("translatePatches[0]: bad".into());
+        let patch = TranslateError::PodPatch(FieldError::new("translatePatches[0]", "bad"));
         assert_eq!(patch.to_string(), "translatePatches[0]: bad");
         assert_eq!(patch.category(), "PodPatchFailed");
         let headless = TranslateError::Headless {

@@ -275,7 +275,7 @@ fn outcome(spec: &Value) -> Result<Outcome, String> {
     };
     let plan = plan::plan(&SETTINGS, &vc, observed, *NOW);
     match &plan.step {
-        Step::Invalid(message) => Err(message.clone()),
+        Step::Invalid(errors) => Err(errors.to_string()),
         Step::Delete { reason, at } => Ok(Outcome {
             operator: format!("delete ({reason:?}) at {at}"),
             syncer_config: Value::Null,
