@@ -43,6 +43,20 @@ struct Minted {
     renew_at: u64,
 }
 
+/// The token host pod `host` carries for the virtual pod `uid`, while it is not due.
+fn carried_token(host: Option<&Pod>, uid: &str) -> Option<Minted> {
+    let annotations = host?.annotations();
+    if annotations.get(ANNOTATION_OBJECT_UID).map(String::as_str) != Some(uid) {
+        return None;
+    }
+    let renew_at: u64 = annotations.get(ANNOTATION_TOKEN_RENEW_AT)?.parse().ok()?;
+    let token = annotations.get(ANNOTATION_TOKEN)?.clone();
+    (renew_at > unix_now()).then_some(Minted {
+        token: Some(token),
+        renew_at,
+    })
+}
+
 pub struct Tokens {
     /// The pod queue: a pod is reconciled again when its token is due.
     queue: Queue,
@@ -126,8 +140,10 @@ impl Tokens {
         }))
     }
 
-    /// The token annotation for the host copy of `virt`: the one held, else the one a live
-    /// host copy of this same virtual pod still carries (after a restart), else a new one.
+    /// The token annotation for the host copy of `virt`: the one a live host copy of this
+    /// same virtual pod carries, else the one held since it was minted, else a new one. Once
+    /// the host copy carries a token, only its renewal time is held (the cached host pod
+    /// keeps the token itself, about 1 KiB a pod).
     pub async fn for_annotation(
         &self,
         ctx: &Ctx,
@@ -135,25 +151,22 @@ impl Tokens {
         host: Option<&Pod>,
     ) -> anyhow::Result<Option<TokenDelivery>> {
         let uid = virt.uid().unwrap_or_default();
-        let held = self.current(&uid).or_else(|| {
-            let h = host.filter(|h| h.annotations().get(ANNOTATION_OBJECT_UID) == Some(&uid))?;
-            let renew_at = h
-                .annotations()
-                .get(ANNOTATION_TOKEN_RENEW_AT)?
-                .parse()
-                .ok()?;
-            let stored = Minted {
-                token: Some(h.annotations().get(ANNOTATION_TOKEN)?.clone()),
-                renew_at,
-            };
-            (renew_at > unix_now()).then(|| {
-                self.remember(virt, stored.clone());
-                stored
-            })
-        });
-        let minted = match held {
-            Some(m) => m,
-            None => match self.mint(ctx, virt).await? {
+        let held = self.current(&uid);
+        let minted = match (carried_token(host, &uid), held) {
+            (Some(carried), held) => {
+                if held.is_none_or(|h| h.token.is_some() || h.renew_at != carried.renew_at) {
+                    self.remember(
+                        virt,
+                        Minted {
+                            token: None,
+                            renew_at: carried.renew_at,
+                        },
+                    );
+                }
+                carried
+            }
+            (None, Some(held)) if held.token.is_some() => held,
+            (None, _) => match self.mint(ctx, virt).await? {
                 Some(m) => {
                     self.remember(virt, m.clone());
                     m
@@ -243,5 +256,38 @@ impl Tokens {
             .as_ref()
             .and_then(|s| s.annotations().get(ANNOTATION_TOKEN_RENEW_AT))
             .and_then(|v| v.parse::<u64>().ok()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host_pod(uid: &str, renew_at: u64) -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.annotations = Some(
+            [
+                (ANNOTATION_OBJECT_UID.to_string(), uid.to_string()),
+                (ANNOTATION_TOKEN_RENEW_AT.to_string(), renew_at.to_string()),
+                (ANNOTATION_TOKEN.to_string(), "jwt".to_string()),
+            ]
+            .into(),
+        );
+        pod
+    }
+
+    /// A host copy's token is used while it is not due, and only for the virtual pod it was
+    /// made for (a host pod of an earlier pod of the same name carries another pod's token).
+    #[test]
+    fn a_host_copy_carries_its_own_pods_token_until_due() {
+        let later = unix_now() + 600;
+        let carried = carried_token(Some(&host_pod("u-1", later)), "u-1").unwrap();
+        assert_eq!(
+            (carried.token.as_deref(), carried.renew_at),
+            (Some("jwt"), later)
+        );
+        assert!(carried_token(Some(&host_pod("u-2", later)), "u-1").is_none());
+        assert!(carried_token(Some(&host_pod("u-1", unix_now() - 1)), "u-1").is_none());
+        assert!(carried_token(None, "u-1").is_none());
     }
 }
