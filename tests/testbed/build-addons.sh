@@ -7,17 +7,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=addons.env
 source "$here/addons.env"
 
-export GOTOOLCHAIN=local GOFLAGS=-modcacherw
-cache_root=${VNEST_TESTBED_CACHE:-$HOME/.cache/vnest-testbed}
-key=$(cat "$here/addons.env" "$here/build-addons.sh" | sha256sum | cut -c1-16)
-bin="$cache_root/addons-$key"
-if [ -f "$bin/.complete" ]; then
-  echo "$bin"
-  exit 0
-fi
-mkdir -p "$bin"
-log() { echo "[testbed build-addons] $*" >&2; }
-start=$(date +%s)
+# shellcheck source=build-cache.sh
+source "$here/build-cache.sh"
+build_folder addons "$here/addons.env" "$here/build-addons.sh"
 
 if [ ! -x "$bin/coredns" ]; then
   log "building coredns $COREDNS_VERSION"
@@ -30,6 +22,4 @@ if [ ! -x "$bin/coredns" ]; then
   rm -rf "$tmp"
 fi
 
-touch "$bin/.complete"
-log "done in $(( $(date +%s) - start ))s: $bin"
-echo "$bin"
+build_done

@@ -8,22 +8,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
 source "$here/versions.env"
 
-export GOTOOLCHAIN=local GOFLAGS=-modcacherw
-cache_root=${VNEST_TESTBED_CACHE:-$HOME/.cache/vnest-testbed}
-key=$(cat "$here/versions.env" "$here/e2e/go.mod" "$here/e2e/go.sum" "$here/build-e2e.sh" | sha256sum | cut -c1-16)
-bin="$cache_root/e2e-$key"
-if [ -f "$bin/.complete" ]; then
-  echo "$bin"
-  exit 0
-fi
-mkdir -p "$bin"
-log() { echo "[testbed build-e2e] $*" >&2; }
+# shellcheck source=build-cache.sh
+source "$here/build-cache.sh"
+build_folder e2e "$here/versions.env" "$here/e2e/go.mod" "$here/e2e/go.sum" "$here/build-e2e.sh" \
+  "$here"/dnstools/go.{mod,sum} "$here"/dnstools/*/main.go
 # The commands of the busybox stand-in the conformance specs run (their shell scripts call these).
 UROOT_VERSION=v0.16.0
 BUSYBOX_COMMANDS="gosh cat ls sleep true false echo id printenv grep head tail wc wget hostname mkdir
   touch rm cp mv ln chmod date uname seq sort tr tee readlink ps kill timeout md5sum base64 dd find
-  xargs netcat df du mount uniq basename dirname pwd mktemp"
-start=$(date +%s)
+  xargs netcat df du mount uniq basename dirname pwd mktemp hexdump"
 
 # The same -X values as build.sh: the e2e framework compares its own version with the server's.
 minor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2)
@@ -69,6 +62,15 @@ done
   chmod u+w "$bin/agnhost.version" "$bin"/localhost.{crt,key}
 )
 
-touch "$bin/.complete"
-log "done in $(( $(date +%s) - start ))s: $bin"
-echo "$bin"
+# dig and getent for the DNS specs' probe pods (dnstools/: the agnhost and glibc-dns-testing
+# images carry BIND's dig and a libc's getent, which cannot be built here).
+(
+  cd "$here/dnstools"
+  if [ ! -d "$bin/dnstools" ]; then
+    log "building the dig and getent stand-ins (tests/testbed/dnstools)"
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/dnstools.tmp/" ./dig ./getent
+    mv "$bin/dnstools.tmp" "$bin/dnstools"
+  fi
+)
+
+build_done

@@ -11,18 +11,10 @@ source "$here/versions.env"
 # shellcheck source=node/versions.env
 source "$here/node/versions.env"
 
-export GOTOOLCHAIN=local GOFLAGS=-modcacherw
-cache_root=${VNEST_TESTBED_CACHE:-$HOME/.cache/vnest-testbed}
-key=$(cat "$here/versions.env" "$here/node/versions.env" "$here/node/go.mod" "$here/node/go.sum" \
-  "$here/build-node.sh" "$here"/workload/go.mod "$here"/workload/*/*.go | sha256sum | cut -c1-16)
-bin="$cache_root/node-$key"
-if [ -f "$bin/.complete" ]; then
-  echo "$bin"
-  exit 0
-fi
-mkdir -p "$bin"
-log() { echo "[testbed build-node] $*" >&2; }
-start=$(date +%s)
+# shellcheck source=build-cache.sh
+source "$here/build-cache.sh"
+build_folder node "$here/versions.env" "$here/node/versions.env" "$here/node/go.mod" "$here/node/go.sum" \
+  "$here/build-node.sh" "$here"/workload/go.mod "$here"/workload/*/*.go
 
 # runc needs cgo and libseccomp: without the seccomp tag every container fails with
 # "seccomp config provided but seccomp not supported".
@@ -79,6 +71,4 @@ CGO_ENABLED=0 install_tool kine "github.com/k3s-io/kine@$KINE_VERSION" -ldflags 
   done
 )
 
-touch "$bin/.complete"
-log "done in $(( $(date +%s) - start ))s: $bin"
-echo "$bin"
+build_done

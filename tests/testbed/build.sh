@@ -7,17 +7,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
 source "$here/versions.env"
 
-export GOTOOLCHAIN=local GOFLAGS=-modcacherw
-cache_root=${VNEST_TESTBED_CACHE:-$HOME/.cache/vnest-testbed}
-key=$(cat "$here/versions.env" "$here/go/go.mod" "$here/go/go.sum" "$here/build.sh" | sha256sum | cut -c1-16)
-bin="$cache_root/bin-$key"
-if [ -f "$bin/.complete" ]; then
-  echo "$bin"
-  exit 0
-fi
-mkdir -p "$bin"
-log() { echo "[testbed build] $*" >&2; }
-start=$(date +%s)
+# shellcheck source=build-cache.sh
+source "$here/build-cache.sh"
+build_folder bin "$here/versions.env" "$here/go/go.mod" "$here/go/go.sum" "$here/build.sh"
 
 # Without these -X values the binaries report v0.0.0-master, which breaks version checks
 # (helm's kubeVersion, kubectl's skew warning). Names as in kubernetes' hack/lib/version.sh.
@@ -60,6 +52,4 @@ if [ ! -x "$bin/helm" ]; then
     "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 fi
 
-touch "$bin/.complete"
-log "done in $(( $(date +%s) - start ))s: $bin"
-echo "$bin"
+build_done

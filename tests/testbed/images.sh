@@ -58,20 +58,25 @@ IMAGES=(
 # their timeouts: u-root's commands (build-e2e.sh) under busybox's tag; agnhost with its image's
 # certificate and those commands (its real image is Alpine, with the shell and netcat specs exec
 # into), also under the previous agnhost's tag (rolling updates from it); and agnhost serving
-# HTTP on port 80 (`netexec`) under the nginx tags. A spec needing what a stand-in lacks (an
+# HTTP on port 80 (`netexec`) under the nginx tags; dig and getent (dnstools/) join those commands
+# in agnhost and make, with them, the glibc-dns-testing image of the DNS specs. A spec needing what a stand-in lacks (an
 # option u-root's commands do not have, nginx itself) fails on the host and in the virtual
 # cluster alike.
 e2e_images() { # e2e bin dir
   local manifest
   manifest="$(cd "$here/e2e" && GOTOOLCHAIN=local go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/utils/image/manifest.go"
   tag() { sed -n "s/.*configs\[$1\] = Config{[^,]*, \"[^\"]*\", \"\([^\"]*\)\"}.*/\1/p" "$manifest"; }
-  local busybox="" command agnhost
+  local busybox="" dnstools="" command agnhost
   for command in "$1"/busybox/*; do
     busybox+=" E2E/busybox/${command##*/}:/bin/${command##*/}"
   done
+  for command in "$1"/dnstools/*; do
+    dnstools+=" E2E/dnstools/${command##*/}:/usr/bin/${command##*/}"
+  done
   echo "registry.k8s.io/e2e-test-images/busybox:$(tag BusyBox)|0:0|[]|[\"sh\"]|${busybox# }"
-  # agnhost's real image is Alpine with a shell and netcat, which specs exec into.
-  agnhost="E2E/agnhost:/agnhost LINK/agnhost:/agnhost-2 E2E/localhost.crt:/localhost.crt E2E/localhost.key:/localhost.key$busybox"
+  echo "registry.k8s.io/e2e-test-images/glibc-dns-testing:$(tag GlibcDnsTesting)|0:0|[]|[\"sh\"]|${busybox# }$dnstools"
+  # agnhost's real image is Alpine with a shell, netcat and dig, which specs exec into.
+  agnhost="E2E/agnhost:/agnhost LINK/agnhost:/agnhost-2 E2E/localhost.crt:/localhost.crt E2E/localhost.key:/localhost.key$busybox$dnstools"
   echo "registry.k8s.io/e2e-test-images/agnhost:$(cat "$1/agnhost.version")|0:0|[\"/agnhost\"]|[\"pause\"]|$agnhost"
   echo "registry.k8s.io/e2e-test-images/agnhost:$(tag AgnhostPrev)|0:0|[\"/agnhost\"]|[\"pause\"]|$agnhost"
   for nginx in Nginx NginxNew; do
