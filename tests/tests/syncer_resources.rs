@@ -5,6 +5,8 @@
 //! when their entry goes; tenant PriorityClasses reach the host; Ingresses and PDBs round
 //! trip with their status; fromHost classes are shown read-only.
 
+use std::time::Duration;
+
 use k8s_openapi::api::{
     core::v1::{Pod, Secret, Service},
     networking::v1::{Ingress, IngressClass},
@@ -671,6 +673,62 @@ async fn a_virtual_service_keeps_its_address_unless_the_host_gave_it_out() {
     )
     .await;
     assert_ne!(recreated.metadata.uid, asked.metadata.uid);
+    s.teardown().await;
+}
+
+/// An ExternalName Service turned into one with an address keeps the address its virtual API
+/// server gave it then: the host copy, updated to the new type, asks for that address too, so
+/// a client holding it (or a DNS answer for it) is not left with one the Service lost.
+#[tokio::test]
+async fn an_external_name_service_given_an_address_keeps_its_virtual_one() {
+    let s = setup("res-svc-ext", json!({})).await;
+    let _syncer = s.start_syncer();
+    let cluster_ip = |svc: &Service| svc.spec.as_ref().and_then(|s| s.cluster_ip.clone());
+    let virt_services: Api<Service> = s.virt_api();
+    let host_services: Api<Service> = s.host_api();
+    let external: Service = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": { "name": "ext" },
+        "spec": { "type": "ExternalName", "externalName": "foo.example.com" },
+    }))
+    .unwrap();
+    let created = create_service(&virt_services, external).await;
+    wait::until("host copy of ext", TIMEOUT, || async {
+        present(&host_services, s.host_name("ext")).await
+    })
+    .await;
+    let changed = virt_services
+        .patch(
+            "ext",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": {
+                "type": "ClusterIP", "externalName": null,
+                "selector": { "app": "ext" }, "ports": [{ "port": 80 }],
+            } })),
+        )
+        .await
+        .unwrap();
+    let address = cluster_ip(&changed).expect("the virtual API server gave an address");
+    let host_copy = wait::until("host copy with an address", TIMEOUT, || async {
+        let h = present(&host_services, s.host_name("ext")).await?;
+        cluster_ip(&h)
+            .filter(|ip| !ip.is_empty())
+            .map(|_| h)
+            .ok_or("no address yet".to_string())
+    })
+    .await;
+    assert_eq!(cluster_ip(&host_copy).as_ref(), Some(&address));
+    wait::holds(
+        "virtual ext keeps its address and identity",
+        Duration::from_secs(5),
+        || async {
+            let v = present(&virt_services, "ext").await?;
+            (v.metadata.uid == created.metadata.uid && cluster_ip(&v).as_ref() == Some(&address))
+                .then_some(())
+                .ok_or(format!("now {:?} {:?}", v.metadata.uid, cluster_ip(&v)))
+        },
+    )
+    .await;
     s.teardown().await;
 }
 

@@ -183,10 +183,17 @@ pub trait Syncer: Send + Sync + 'static {
         !covers(&to_json(actual), &to_json(desired))
     }
 
-    /// The object to create the host copy with instead of `desired`, when there is a
-    /// preference the host may refuse as invalid (a Service asks for its virtual address);
-    /// after such a refusal `desired` is created.
-    fn create_body(&self, _ctx: &Ctx, _virt: &Self::K, _desired: &Self::K) -> Option<Self::K> {
+    /// The object to write the host copy with instead of `desired` (on creation, `actual`
+    /// `None`, or on an update of `actual`), when there is a preference the host may refuse
+    /// as invalid (a Service asks for its virtual address); after such a refusal `desired`
+    /// is written.
+    fn preferred_body(
+        &self,
+        _ctx: &Ctx,
+        _virt: &Self::K,
+        _desired: &Self::K,
+        _actual: Option<&Self::K>,
+    ) -> Option<Self::K> {
         None
     }
 

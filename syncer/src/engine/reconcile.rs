@@ -91,12 +91,6 @@ impl<S: Syncer> Engine<S> {
         }
     }
 
-    async fn apply(&self, body: &S::K) -> anyhow::Result<()> {
-        self.try_apply(body)
-            .await
-            .with_context(|| failed_apply::<S>(body))
-    }
-
     async fn try_apply(&self, body: &S::K) -> kube::Result<()> {
         self.count_write();
         let name = body.name_any();
@@ -109,18 +103,24 @@ impl<S: Syncer> Engine<S> {
         Ok(())
     }
 
-    /// Creates the host copy as the syncer's [`Syncer::create_body`] prefers, if it has a
-    /// preference; as `desired` when it has none or the host refuses it as invalid.
-    async fn create(&self, virt: &S::K, desired: &S::K) -> anyhow::Result<()> {
-        if let Some(preferred) = self.syncer.create_body(&self.ctx, virt, desired) {
+    /// Writes `desired` over the host copy `actual` (`None`: creates it), as the syncer's
+    /// [`Syncer::preferred_body`] prefers if it has a preference; as `desired` when it has
+    /// none or the host refuses it as invalid.
+    async fn write(&self, virt: &S::K, desired: &S::K, actual: Option<&S::K>) -> kube::Result<()> {
+        if let Some(preferred) = self.syncer.preferred_body(&self.ctx, virt, desired, actual) {
             match self.try_apply(&preferred).await {
                 Err(kube::Error::Api(e)) if e.code == 422 => {
-                    tracing::info!(kind = S::KIND, host = %desired.name_any(), reason = %e.message, "host refused the preferred copy; creating the plain one");
+                    tracing::info!(kind = S::KIND, host = %desired.name_any(), reason = %e.message, "host refused the preferred copy; writing the plain one");
                 }
-                other => return other.with_context(|| failed_apply::<S>(desired)),
+                other => return other,
             }
         }
-        let result = self.try_apply(desired).await;
+        self.try_apply(desired).await
+    }
+
+    /// Creates the host copy; a refusal by the host is told to the tenant.
+    async fn create(&self, virt: &S::K, desired: &S::K) -> anyhow::Result<()> {
+        let result = self.write(virt, desired, None).await;
         if let Err(kube::Error::Api(e)) = &result
             && refused_by_host(e)
         {
@@ -291,8 +291,10 @@ impl<S: Syncer> Engine<S> {
                             // Gone since it was cached: its delete event queues the key again.
                             return Ok(());
                         };
-                        self.apply(&self.syncer.update_body(&actual, desired))
-                            .await?;
+                        let body = self.syncer.update_body(&actual, desired);
+                        self.write(&virt, &body, Some(&actual))
+                            .await
+                            .with_context(|| failed_apply::<S>(&body))?;
                     }
                     self.syncer.back(&self.ctx, &virt, &h).await?;
                 }

@@ -17,7 +17,7 @@ use crate::{
     translate::api_service::is_api_service,
     translate::from_host::is_from_host,
     translate::service::{
-        asking_for_virtual_addresses, cluster_ip_to_adopt, host_service, recreatable,
+        asking_for_virtual_addresses, cluster_ip_to_adopt, has_address, host_service, recreatable,
         virtual_status, with_cluster_ip, with_host_node_ports,
     },
 };
@@ -145,8 +145,19 @@ impl Syncer for Services {
         Ok(Decision::Sync(host_service(virt, &ctx.target)))
     }
 
-    /// Asks the host for the virtual Service's own address, which spares its recreation.
-    fn create_body(&self, ctx: &Ctx, virt: &Service, desired: &Service) -> Option<Service> {
+    /// Asks the host for the virtual Service's own address whenever the host copy gets one
+    /// (created, or turned from ExternalName into a Service with an address), which spares
+    /// the virtual Service's recreation.
+    fn preferred_body(
+        &self,
+        ctx: &Ctx,
+        virt: &Service,
+        desired: &Service,
+        actual: Option<&Service>,
+    ) -> Option<Service> {
+        if actual.is_some_and(has_address) {
+            return None;
+        }
         asking_for_virtual_addresses(desired, virt, &ctx.config.host_service_cidrs)
     }
 

@@ -70,6 +70,15 @@ pub fn asking_for_virtual_addresses(
     Some(preferred)
 }
 
+/// Whether Service `svc` holds a ClusterIP (or is headless), which it keeps for life; an
+/// ExternalName Service holds none until it changes type.
+pub fn has_address(svc: &Service) -> bool {
+    svc.spec
+        .as_ref()
+        .and_then(|s| s.cluster_ip.as_deref())
+        .is_some_and(|ip| !ip.is_empty())
+}
+
 /// The host's ClusterIP when the virtual Service does not have it yet (a ClusterIP is
 /// immutable, so the virtual Service has to be recreated with it).
 pub fn cluster_ip_to_adopt(virt: &Service, host: &Service) -> Option<String> {
@@ -218,6 +227,19 @@ spec:
         assert!(at("10.100.1.1").is_none(), "outside the host's range");
         assert!(at("None").is_none(), "headless");
         assert!(asking_for_virtual_addresses(&desired, &virt, &[]).is_none());
+    }
+
+    /// Only an ExternalName Service (no ClusterIP yet) can still be given an address.
+    #[test]
+    fn services_with_a_cluster_ip_or_headless_hold_their_address() {
+        let external: Service = from_yaml(
+            "metadata: {name: ext, namespace: shop}\nspec: {type: ExternalName, externalName: foo.example.com}",
+        );
+        assert!(!has_address(&external));
+        assert!(has_address(&from_yaml(SVC)));
+        let headless: Service =
+            from_yaml("metadata: {name: db, namespace: shop}\nspec: {clusterIP: None}");
+        assert!(has_address(&headless));
     }
 
     /// The virtual Service ends up with the host's ClusterIP, and only then stops changing.
