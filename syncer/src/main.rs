@@ -76,6 +76,32 @@ struct Args {
     /// Without it the proxy serves them from the host pod itself.
     #[arg(long, env = "VNEST_SYNCER_KUBELET_SOCKET")]
     kubelet_socket: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+/// What the binary does besides syncing.
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Writes the pod's `/etc/hosts` again naming it `--fqdn` (the init container of synced
+    /// pods with a subdomain, `sync.toHost.pods.rewriteHosts`), then exits.
+    RewriteHosts {
+        #[arg(long)]
+        hostname: String,
+        #[arg(long)]
+        fqdn: String,
+        #[arg(long, default_value = "/etc/hosts")]
+        from: PathBuf,
+        #[arg(long)]
+        to: PathBuf,
+    },
+}
+
+fn rewrite_hosts(hostname: &str, fqdn: &str, from: &Path, to: &Path) -> anyhow::Result<()> {
+    let hosts = std::fs::read_to_string(from)
+        .with_context(|| format!("failed to read {}", from.display()))?;
+    let rewritten = vnest_syncer::translate::pod::hosts::rewritten(&hosts, hostname, fqdn);
+    std::fs::write(to, rewritten).with_context(|| format!("failed to write {}", to.display()))
 }
 
 async fn client_config(kubeconfig: Option<&Path>) -> anyhow::Result<Config> {
@@ -154,6 +180,15 @@ const RESOLVE_RETRY: std::time::Duration = std::time::Duration::from_secs(3);
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(Command::RewriteHosts {
+        hostname,
+        fqdn,
+        from,
+        to,
+    }) = &args.command
+    {
+        return rewrite_hosts(hostname, fqdn, from, to);
+    }
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     tracing_subscriber::fmt()

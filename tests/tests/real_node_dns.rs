@@ -15,8 +15,8 @@ use vnest_tests::{
     bed::repo_root,
     fixtures::{create_virtual_cluster, free_port, host_namespace, wait_condition},
     node::{
-        RealNode, START, all_containers_ready, delete_data_volume, echo_workload, local_image,
-        ready_echo_pods, tenant_kubeconfig_through_service, tenant_kubectl as tenant,
+        RealNode, START, all_containers_ready, delete_data_volume, echo_pod_spec, echo_workload,
+        local_image, ready_echo_pods, tenant_kubeconfig_through_service, tenant_kubectl as tenant,
     },
     operator::OperatorProcess,
     wait,
@@ -141,6 +141,15 @@ fn workload(placement: &serde_json::Value) -> String {
         "metadata": { "name": "echo-headless", "namespace": "default" },
         "spec": { "clusterIP": "None", "selector": { "app": "echo" }, "ports": [{ "port": 8080 }] },
     }));
+    // A pod with a subdomain, whose `/etc/hosts` must name it in the virtual cluster.
+    let mut querier = echo_pod_spec(placement);
+    querier["hostname"] = json!("querier");
+    querier["subdomain"] = json!("echo-headless");
+    items.push(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": "querier", "namespace": "default", "labels": { "app": "querier" } },
+        "spec": querier,
+    }));
     json!({ "apiVersion": "v1", "kind": "List", "items": items }).to_string()
 }
 
@@ -149,8 +158,9 @@ fn workload(placement: &serde_json::Value) -> String {
 /// Service resolves to its pods' addresses, each `resolveDNS` mapping (host Service, hostname,
 /// forwarded zone, address) answers as mapped while an entry over a virtual Service is left out
 /// with a Warning event, a mapped host Service that goes and comes back is reported and then
-/// served at its new ClusterIP, and neither an unmapped host Service nor the host copy of the
-/// tenant's own Service resolves from inside.
+/// served at its new ClusterIP, neither an unmapped host Service nor the host copy of the
+/// tenant's own Service resolves from inside, and a pod with a subdomain finds itself in its
+/// `/etc/hosts` by its virtual name.
 #[tokio::test]
 async fn tenant_pods_resolve_virtual_services_and_only_the_mapped_host_names() {
     // Not `node::real_node()`: it imports every workspace image under the shared tags, which
@@ -334,6 +344,23 @@ async fn tenant_pods_resolve_virtual_services_and_only_the_mapped_host_names() {
         },
     )
     .await;
+
+    // A pod with a subdomain finds itself in `/etc/hosts` by its virtual name (the host
+    // kubelet wrote the host namespace and domain there; the rewrite init container, within
+    // the restricted standard, wrote the virtual ones).
+    let own_name = format!("querier.echo-headless.default.svc.{DOMAIN}");
+    let hosts = wait::until("the querier pod's /etc/hosts", START, || async {
+        tenant(
+            &kubeconfig,
+            &["exec", "querier", "--", "vnest-echo", "cat", "/etc/hosts"],
+        )
+    })
+    .await;
+    let own_line = hosts.lines().find(|l| l.ends_with("querier"));
+    assert!(
+        own_line.is_some_and(|l| l.contains(&own_name) && !l.contains(&ns.name)),
+        "{hosts}"
+    );
 
     // resolveDNS: the mapped host Service answers with its host ClusterIP, the mapped hostname
     // with its target's address from the host's DNS server, the forwarded zone and the fixed

@@ -212,6 +212,12 @@ pub struct PodsToHost {
     #[serde(default)]
     #[schemars(length(max = 16))]
     pub enforce_tolerations: Vec<Toleration>,
+    /// A host pod with a `subdomain` gets the `/etc/hosts` the virtual cluster would give it
+    /// (vCluster's option of the same name): the host kubelet names the pod there by the host
+    /// namespace and cluster domain, so an init container writes the file again with the
+    /// virtual ones and every container mounts that copy.
+    #[serde(default)]
+    pub rewrite_hosts: RewriteHosts,
 }
 
 impl Default for PodsToHost {
@@ -222,8 +228,37 @@ impl Default for PodsToHost {
             patches: Vec::new(),
             use_secrets_for_sa_tokens: false,
             enforce_tolerations: Vec::new(),
+            rewrite_hosts: RewriteHosts::default(),
         }
     }
+}
+
+#[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RewriteHosts {
+    #[serde(default = "on")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub init_container: RewriteHostsInitContainer,
+}
+
+impl Default for RewriteHosts {
+    fn default() -> Self {
+        RewriteHosts {
+            enabled: true,
+            init_container: RewriteHostsInitContainer::default(),
+        }
+    }
+}
+
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RewriteHostsInitContainer {
+    /// Image of the init container, which runs `vnest-syncer rewrite-hosts`; the syncer's
+    /// own image (the operator's) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    pub image: Option<String>,
 }
 
 #[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -20,6 +20,10 @@ fn b64(data: &[u8]) -> String {
 fn config_files(input: &Input) -> Vec<(&'static str, String)> {
     let mut config = SyncerConfig::from_spec(input.namespace, input.name, input.spec);
     config.host_service_cidrs = input.settings.host_service_cidrs.clone();
+    // The rewrite-hosts init container runs the syncer's own binary unless the spec names
+    // another image.
+    let hosts_image = &mut config.sync.to_host.pods.rewrite_hosts.init_container.image;
+    hosts_image.get_or_insert_with(|| input.settings.images.syncer.clone());
     if !input.spec.networking.resolve_dns.is_empty() {
         config.host_dns = input.settings.host_dns.map(|server| HostDns {
             server,

@@ -158,6 +158,8 @@ const READ_BY_SYNCER: &[(&str, &str, &str)] = &[
     ("spec.sync.toHost.pods.patches[*].path", "crds/src/patch/mod.rs", "target(&p.path)"),
     ("spec.sync.toHost.pods.translatePatches[*].expression", "crds/src/patch/mod.rs", "Expression::parse(&p.expression)"),
     ("spec.sync.toHost.pods.translatePatches[*].path", "crds/src/patch/mod.rs", "target(&p.path)"),
+    ("spec.sync.toHost.pods.rewriteHosts.enabled", "syncer/src/resources/pods/mod.rs", "!rewrite.enabled"),
+    ("spec.sync.toHost.pods.rewriteHosts.initContainer.image", "syncer/src/resources/pods/mod.rs", "rewrite.init_container.image"),
     ("spec.sync.toHost.pods.useSecretsForSATokens", "syncer/src/resources/pods/mod.rs", "pods.use_secrets_for_sa_tokens"),
     ("spec.sync.toHost.secrets.all", "syncer/src/resources/secrets.rs", "to_host.secrets.all"),
 ];

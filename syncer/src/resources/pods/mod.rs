@@ -16,7 +16,7 @@ use kube::{
     runtime::reflector::ObjectRef,
 };
 use tokio::sync::OnceCell;
-use vnest_crds::{patch::PodPatches, translate::host_name};
+use vnest_crds::{PodsToHost, patch::PodPatches, translate::host_name};
 
 use super::{metadata_covers, sync_status};
 use crate::{
@@ -68,6 +68,16 @@ fn trim_host(pod: &mut Pod) {
             ..Default::default()
         });
     }
+}
+
+/// The image of the init container rewriting `/etc/hosts`, when `rewriteHosts` is on and the
+/// operator named one (it fills in its syncer image).
+fn rewrite_hosts_image(pods: &PodsToHost) -> Option<String> {
+    let rewrite = &pods.rewrite_hosts;
+    if !rewrite.enabled {
+        return None;
+    }
+    rewrite.init_container.image.clone()
 }
 
 /// The host pod `host` as the owner of the Secret and ConfigMap made for it, which go with it.
@@ -191,6 +201,7 @@ impl Pods {
             token,
             sync_priority_classes: ctx.config.sync.to_host.priorityclasses.enabled,
             service_links,
+            hosts_image: rewrite_hosts_image(&ctx.config.sync.to_host.pods),
         })
     }
 

@@ -2,10 +2,11 @@
 //! namespace, and the host pod's status as the virtual pod shows it. The renaming of
 //! references ([`references`]), the service-account token ([`token`]), projected
 //! ClusterTrustBundles ([`trust_bundles`]), what the pod's environment tells it about itself
-//! ([`env`]) and the fields a created pod may still change ([`mutable`]) have their own
-//! modules.
+//! ([`env`]), its `/etc/hosts` ([`hosts`]) and the fields a created pod may still change
+//! ([`mutable`]) have their own modules.
 
 mod env;
+pub mod hosts;
 mod mutable;
 mod references;
 pub mod service_env;
@@ -51,6 +52,9 @@ pub struct PodEnv {
     /// The variables of the Services of the pod's virtual namespace
     /// ([`service_env::from_services`]), unless the pod turned `enableServiceLinks` off.
     pub service_links: Vec<EnvVar>,
+    /// The image of the init container that gives a pod with a `subdomain` its virtual
+    /// `/etc/hosts` (`sync.toHost.pods.rewriteHosts`); `None` when that is off.
+    pub hosts_image: Option<String>,
 }
 
 /// The host node a tenant's `spec.nodeName` places the pod on: none asked, none; a node the
@@ -150,6 +154,12 @@ pub fn host_pod(virt: &Pod, target: &Target, env: &PodEnv) -> Pod {
             }]),
         });
     }
+    let subdomain = spec.subdomain.clone().filter(|s| !s.is_empty());
+    if let (Some(image), Some(subdomain)) = (&env.hosts_image, subdomain) {
+        let hostname = spec.hostname.clone().unwrap_or_default();
+        let fqdn = hosts::pod_fqdn(&hostname, &subdomain, namespace, &env.cluster_domain);
+        hosts::rewrite_hosts(&mut spec, image, &hostname, &fqdn);
+    }
     let mut metadata = metadata;
     if let Some(TokenDelivery::Annotation { token, renew_at }) = &env.token {
         let annotations = metadata.annotations.get_or_insert_default();
@@ -190,7 +200,13 @@ pub fn host_ephemeral_containers(
         spec.init_containers = None;
         spec.ephemeral_containers = None;
     }
-    let translated = host_pod(&as_regular, target, env)
+    // An ephemeral container keeps the kubelet's `/etc/hosts`: the pod's rewritten copy
+    // may not exist (the pod can predate `rewriteHosts`).
+    let env = PodEnv {
+        hosts_image: None,
+        ..env.clone()
+    };
+    let translated = host_pod(&as_regular, target, &env)
         .spec
         .map(|s| s.containers)
         .unwrap_or_default();
@@ -270,6 +286,7 @@ spec:
             token: None,
             sync_priority_classes: false,
             service_links: vec![],
+            hosts_image: Some("syncer:1".into()),
         }
     }
 
@@ -357,6 +374,39 @@ env:
         );
         // A pod without any has none.
         assert!(host_ephemeral_containers(&from_yaml(POD), &target(), &env()).is_empty());
+    }
+
+    /// A pod with a subdomain is given the virtual cluster's `/etc/hosts` by the rewrite
+    /// init container; one without, or with `rewriteHosts` off, keeps the kubelet's.
+    #[test]
+    fn pods_with_a_subdomain_get_their_virtual_hosts_file() {
+        let init_names = |spec: &PodSpec| -> Vec<String> {
+            spec.init_containers
+                .iter()
+                .flatten()
+                .map(|c| c.name.clone())
+                .collect()
+        };
+        let mut virt: Pod = from_yaml(POD);
+        let spec = virt.spec.as_mut().unwrap();
+        spec.hostname = Some("querier".into());
+        spec.subdomain = Some("db".into());
+        let host = host_pod(&virt, &target(), &env()).spec.unwrap();
+        assert_eq!(init_names(&host), [hosts::REWRITE_HOSTS, "init"]);
+        let args = host.init_containers.as_ref().unwrap()[0].args.clone();
+        assert!(
+            args.unwrap()
+                .contains(&"querier.db.shop.svc.cluster.local".to_string()),
+            "the virtual namespace and domain"
+        );
+        let off = PodEnv {
+            hosts_image: None,
+            ..env()
+        };
+        let kept = host_pod(&virt, &target(), &off).spec.unwrap();
+        assert_eq!(init_names(&kept), ["init"]);
+        let plain = host_pod(&from_yaml(POD), &target(), &env()).spec.unwrap();
+        assert_eq!(init_names(&plain), ["init"]);
     }
 
     /// The host pod is named per design.md, scheduled by the host, and never mounts a host
