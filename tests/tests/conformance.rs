@@ -16,8 +16,10 @@ use vnest_tests::{bed, bed::repo_root, node::real_node};
 /// the virtual API server; a Service deleted right after its creation (it keeps the address its
 /// virtual API server gave it), the virtual `kubernetes` Service's Endpoints and EndpointSlice
 /// (the control-plane pod, written by the syncer), a pod's service-link variables, ephemeral
-/// containers added to a running pod, and a Job
-/// whose evicted pods end Failed with their eviction's condition (busybox stand-in pods).
+/// containers added to a running pod, a Job whose evicted pods end Failed with their eviction's
+/// condition (busybox stand-in pods), and DNS as the DNS specs' probe pods see it through vnest's
+/// CoreDNS (the cluster's and a namespace's Services, an ExternalName Service changed twice,
+/// and a pod's own name in its `/etc/hosts`; dig and getent stand-ins).
 const SUBSET: &[&str] = &[
     "AggregatedDiscovery should support aggregated discovery interface [Conformance]",
     "Discovery should validate PreferredVersion for each APIGroup [Conformance]",
@@ -42,6 +44,10 @@ const SUBSET: &[&str] = &[
     "AdmissionWebhook [Privileged:ClusterAdmin] should be able to deny pod and configmap creation [Conformance]",
     "AdmissionWebhook [Privileged:ClusterAdmin] should be able to deny attaching pod [Conformance]",
     "CustomResourceConversionWebhook [Privileged:ClusterAdmin] should be able to convert from CR v1 to CR v2 [Conformance]",
+    "DNS should provide DNS for the cluster [Conformance]",
+    "DNS should provide DNS for services [Conformance]",
+    "DNS should provide /etc/hosts entries for the cluster [Conformance]",
+    "DNS should provide DNS for ExternalName services [Conformance]",
 ];
 
 /// Escapes regular-expression metacharacters, so a spec name matches only itself in the focus.

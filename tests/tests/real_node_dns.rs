@@ -361,6 +361,25 @@ async fn tenant_pods_resolve_virtual_services_and_only_the_mapped_host_names() {
         own_line.is_some_and(|l| l.contains(&own_name) && !l.contains(&ns.name)),
         "{hosts}"
     );
+    // ... and the tenant sees its pod Running with no init container it did not ask for.
+    wait::until(
+        "the querier pod Running as the tenant sees it",
+        START,
+        || async {
+            let seen = tenant(
+                &kubeconfig,
+                &[
+                    "get",
+                    "pod",
+                    "querier",
+                    "-o",
+                    "jsonpath={.status.phase}/{.status.initContainerStatuses[*].name}",
+                ],
+            )?;
+            (seen.trim() == "Running/").then_some(()).ok_or(seen)
+        },
+    )
+    .await;
 
     // resolveDNS: the mapped host Service answers with its host ClusterIP, the mapped hostname
     // with its target's address from the host's DNS server, the forwarded zone and the fixed

@@ -13,6 +13,10 @@ use k8s_openapi::api::core::v1::{
 /// which the host's conditions must not wipe out.
 pub fn virtual_status(host: &Pod, virt: &Pod) -> Option<PodStatus> {
     let mut status = host.status.clone()?;
+    // The init container vnest added is not the tenant's.
+    if let Some(init) = status.init_container_statuses.as_mut() {
+        init.retain(|c| c.name != super::hosts::REWRITE_HOSTS);
+    }
     let virt_status = virt.status.as_ref();
     status.qos_class = virt_status.and_then(|s| s.qos_class.clone());
     let host_types: Vec<String> = status
@@ -112,6 +116,22 @@ mod tests {
         let conditions = status.conditions.unwrap();
         assert_eq!(conditions.len(), 1);
         assert_eq!(conditions[0].status, "True");
+    }
+
+    /// The rewrite-hosts init container vnest adds is left out of the tenant's status.
+    #[test]
+    fn vnests_own_init_container_is_not_shown() {
+        let host: Pod = from_yaml(
+            "metadata: {name: x}\nstatus: {phase: Running, initContainerStatuses: [{name: vnest-rewrite-hosts, image: s, imageID: s, ready: true, restartCount: 0}, {name: setup, image: b, imageID: b, ready: true, restartCount: 0}]}",
+        );
+        let status = virtual_status(&host, &from_yaml("metadata: {name: x}")).unwrap();
+        let names: Vec<String> = status
+            .init_container_statuses
+            .unwrap()
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(names, ["setup"]);
     }
 
     /// The host's LimitRange defaults change the host pod's QoS class; the virtual pod's
