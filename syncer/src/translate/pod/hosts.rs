@@ -15,6 +15,8 @@ use k8s_openapi::{
     apimachinery::pkg::api::resource::Quantity,
 };
 
+use super::references::containers_mut;
+
 /// The init container, and the emptyDir it writes the copy to.
 pub const REWRITE_HOSTS: &str = "vnest-rewrite-hosts";
 const ETC_HOSTS: &str = "/etc/hosts";
@@ -41,11 +43,7 @@ pub fn rewrite_hosts(spec: &mut PodSpec, image: &str, hostname: &str, fqdn: &str
         read_only: Some(true),
         ..Default::default()
     };
-    let containers = spec
-        .containers
-        .iter_mut()
-        .chain(spec.init_containers.iter_mut().flatten());
-    for container in containers {
+    for container in containers_mut(spec) {
         let mounts = container.volume_mounts.get_or_insert_default();
         if !mounts.iter().any(|m| m.mount_path == ETC_HOSTS) {
             mounts.push(copy.clone());

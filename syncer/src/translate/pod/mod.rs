@@ -227,9 +227,7 @@ pub fn patch_host_pod(pod: Pod, patches: &PodPatches) -> Result<Pod, TranslateEr
     }
     let invalid = |e: serde_json::Error| TranslateError::PatchedPodInvalid(e.to_string());
     let mut value = serde_json::to_value(pod).map_err(invalid)?;
-    patches
-        .apply(&mut value)
-        .map_err(TranslateError::PodPatch)?;
+    patches.apply(&mut value)?;
     serde_json::from_value(value).map_err(invalid)
 }
 
