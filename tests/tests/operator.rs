@@ -21,13 +21,13 @@ use k8s_openapi::{
     jiff::Timestamp,
 };
 use kube::{
-    Api, ResourceExt,
+    Api, Client, ResourceExt,
     api::{ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
 use vnest_crds::{Phase, SyncerConfig, VirtualCluster};
 use vnest_tests::{
-    OperatorProcess, bed,
+    OperatorProcess, TestNamespace, bed,
     fixtures::{
         READY_TIMEOUT, condition_message, create_virtual_cluster, free_port, host_namespace,
         patch_spec, provide_data_volume, ready_virtual_cluster, setup, wait_condition,
@@ -64,6 +64,19 @@ fn all_policies() -> serde_json::Value {
         "networkPolicy": { "enabled": true },
         "podSecurityStandard": "baseline",
     })
+}
+
+/// [`setup`] plus VirtualCluster `vc` with [`all_policies`], once it is Ready.
+async fn ready_with_all_policies(prefix: &str) -> (Client, TestNamespace, OperatorProcess) {
+    let (client, ns, operator) = setup(prefix).await;
+    ready_virtual_cluster(
+        &client,
+        &ns.name,
+        "vc",
+        json!({ "policies": all_policies() }),
+    )
+    .await;
+    (client, ns, operator)
 }
 
 /// A VirtualCluster becomes every host object the design names and reaches Ready.
@@ -323,9 +336,8 @@ async fn a_virtual_cluster_becomes_every_host_object_and_reaches_ready() {
 /// Turning a policy on adds its objects; turning it off removes them.
 #[tokio::test]
 async fn toggling_policies_adds_and_removes_their_objects() {
-    let (client, ns, _op) = setup("op-toggle").await;
+    let (client, ns, _op) = ready_with_all_policies("op-toggle").await;
     let n = ns.name.as_str();
-    ready_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies() })).await;
     let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), n);
     let limits: Api<LimitRange> = Api::namespaced(client.clone(), n);
     let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), n);
@@ -705,9 +717,8 @@ async fn a_spec_the_operator_cannot_apply_is_reported_and_does_not_stop_the_othe
 /// A converged operator makes no API writes while nothing changes.
 #[tokio::test]
 async fn an_idle_resync_writes_nothing() {
-    let (client, ns, operator) = setup("op-idle").await;
+    let (client, ns, operator) = ready_with_all_policies("op-idle").await;
     let n = ns.name.as_str();
-    ready_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies() })).await;
     // Let the trailing reconciles (StatefulSet status updates) settle.
     let settled = operator
         .settled_writes(Duration::from_secs(2), Duration::from_secs(30))
@@ -944,9 +955,8 @@ async fn an_operator_restarted_mid_reconcile_converges() {
 /// A restarted operator resyncs every VirtualCluster with zero writes.
 #[tokio::test]
 async fn a_restarted_operator_finds_nothing_to_write() {
-    let (client, ns, mut first) = setup("op-resync").await;
+    let (client, ns, mut first) = ready_with_all_policies("op-resync").await;
     let n = ns.name.as_str();
-    ready_virtual_cluster(&client, n, "vc", json!({ "policies": all_policies() })).await;
     first
         .settled_writes(Duration::from_secs(2), Duration::from_secs(30))
         .await;
