@@ -17,6 +17,7 @@ use vnest_tests::{
         wait_condition,
     },
     operator::operator_binary,
+    tenant::absent,
     wait,
 };
 
@@ -371,11 +372,8 @@ async fn installed_chart_rbac_is_enough_to_run_and_clean_up_a_virtual_cluster() 
 
     let vcs: Api<VirtualCluster> = Api::namespaced(client.clone(), &tenant_ns.name);
     vcs.delete("vc", &Default::default()).await.unwrap();
-    wait::until("VirtualCluster gone", Duration::from_secs(60), || async {
-        match vcs.get_opt("vc").await {
-            Ok(None) => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
+    wait::until("VirtualCluster gone", Duration::from_secs(60), || {
+        absent(&vcs, "vc")
     })
     .await;
     let cluster_roles: Api<ClusterRole> = Api::all(client.clone());

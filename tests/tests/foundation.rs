@@ -22,6 +22,7 @@ use vnest_tests::{
     bed::{repo_root, service_account_kubeconfig},
     crd,
     fixtures::host_namespace,
+    tenant::absent,
     wait,
 };
 
@@ -346,12 +347,7 @@ async fn the_garbage_collector_deletes_owned_objects() {
     wait::until(
         "the owned ConfigMap to be collected",
         Duration::from_secs(60),
-        || async {
-            match api.get_opt("child").await {
-                Ok(None) => Ok(()),
-                other => Err(format!("{other:?}")),
-            }
-        },
+        || absent(&api, "child"),
     )
     .await;
     ns.delete(&client).await;

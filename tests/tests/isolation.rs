@@ -232,18 +232,9 @@ async fn extra_syncer_rights_are_refused_unless_the_admins_allow_them() {
         "no Role, ClusterRole or StatefulSet for the refused spec",
         Duration::from_secs(5),
         || async {
-            let made = [
-                roles.get_opt("vc-greedy").await.map(|o| o.is_some()),
-                cluster_roles
-                    .get_opt(&cluster_role)
-                    .await
-                    .map(|o| o.is_some()),
-                statefulsets.get_opt("greedy").await.map(|o| o.is_some()),
-            ];
-            match made.iter().position(|m| !matches!(m, Ok(false))) {
-                None => Ok(()),
-                Some(i) => Err(format!("object {i}: {:?}", made[i])),
-            }
+            absent(&roles, "vc-greedy").await?;
+            absent(&cluster_roles, &cluster_role).await?;
+            absent(&statefulsets, "greedy").await
         },
     )
     .await;

@@ -25,7 +25,7 @@ use vnest_tests::{
         condition_message, create_virtual_cluster, free_port, host_namespace, spec_refusal,
         wait_condition,
     },
-    tenant::{delete, merge_patch},
+    tenant::{absent, delete, merge_patch},
     wait,
 };
 
@@ -138,15 +138,9 @@ async fn a_virtual_cluster_outside_its_policy_is_refused_naming_policy_and_field
         "no StatefulSet, Service or Role for the refused spec",
         Duration::from_secs(5),
         || async {
-            let made = [
-                statefulsets.get_opt("big").await.map(|o| o.is_some()),
-                services.get_opt("big").await.map(|o| o.is_some()),
-                roles.get_opt("vc-big").await.map(|o| o.is_some()),
-            ];
-            match made.iter().position(|m| !matches!(m, Ok(false))) {
-                None => Ok(()),
-                Some(i) => Err(format!("object {i}: {:?}", made[i])),
-            }
+            absent(&statefulsets, "big").await?;
+            absent(&services, "big").await?;
+            absent(&roles, "vc-big").await
         },
     )
     .await;

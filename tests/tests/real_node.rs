@@ -24,7 +24,7 @@ use vnest_tests::{
         START, all_containers_ready, delete_data_volume, echo_workload, ready_echo_pods,
         ready_tenant_kubeconfig, real_node, tenant_kubectl as tenant,
     },
-    tenant::present,
+    tenant::{absent, present},
     wait,
 };
 
@@ -120,12 +120,7 @@ async fn a_k8s_virtual_cluster_runs_for_real_from_apply_to_delete() {
     wait::holds(
         "no host copy of the API server's Service",
         Duration::from_secs(5),
-        || async {
-            match services.get_opt("kubernetes-x-default-x-vc").await {
-                Ok(None) => Ok(()),
-                other => Err(format!("{other:?}")),
-            }
-        },
+        || absent(&services, "kubernetes-x-default-x-vc"),
     )
     .await;
 

@@ -69,14 +69,7 @@ async fn a_tenant_claim_binds_on_the_host_and_its_volume_appears_virtually() {
 
     // The volume shows under the name the claim names, bound to the virtual claim.
     let virt_pvs: Api<PersistentVolume> = Api::all(s.virt.clone());
-    let shown = wait::until("virtual PV", TIMEOUT, || async {
-        virt_pvs
-            .get_opt(&pv_name)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| "absent".to_string())
-    })
-    .await;
+    let shown = wait::until("virtual PV", TIMEOUT, || present(&virt_pvs, &pv_name)).await;
     let claim = shown.spec.unwrap().claim_ref.unwrap();
     assert_eq!(claim.namespace.as_deref(), Some(s.vns.name.as_str()));
     assert_eq!(claim.name.as_deref(), Some("data"));
@@ -92,19 +85,8 @@ async fn a_tenant_claim_binds_on_the_host_and_its_volume_appears_virtually() {
         .await
         .expect("delete claim");
     wait::until("claims gone", TIMEOUT, || async {
-        let host = host_claims
-            .get_opt(&host_claim)
-            .await
-            .map_err(|e| e.to_string())?;
-        let virt = virt_claims
-            .get_opt("data")
-            .await
-            .map_err(|e| e.to_string())?;
-        if host.is_none() && virt.is_none() {
-            Ok(())
-        } else {
-            Err("still there".to_string())
-        }
+        absent(&host_claims, &host_claim).await?;
+        absent(&virt_claims, "data").await
     })
     .await;
     wait::until("virtual PV released", TIMEOUT, || async {
@@ -122,17 +104,7 @@ async fn a_tenant_claim_binds_on_the_host_and_its_volume_appears_virtually() {
         .delete(&pv_name, &DeleteParams::default())
         .await
         .expect("delete PV");
-    wait::until("virtual PV gone", TIMEOUT, || async {
-        match virt_pvs
-            .get_opt(&pv_name)
-            .await
-            .map_err(|e| e.to_string())?
-        {
-            None => Ok(()),
-            Some(_) => Err("still there".to_string()),
-        }
-    })
-    .await;
+    wait::until("virtual PV gone", TIMEOUT, || absent(&virt_pvs, &pv_name)).await;
     s.teardown().await;
 }
 
@@ -169,12 +141,8 @@ async fn a_network_policy_selects_exactly_the_tenants_host_pods() {
     }))
     .await;
     let policies: Api<NetworkPolicy> = Api::namespaced(s.host.clone(), &s.ns.name);
-    let policy = wait::until("host policy", TIMEOUT, || async {
-        policies
-            .get_opt(&host_name("web", &s.vns.name, VC))
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| "absent".to_string())
+    let policy = wait::until("host policy", TIMEOUT, || {
+        present(&policies, host_name("web", &s.vns.name, VC))
     })
     .await;
     let spec = policy.spec.unwrap();
