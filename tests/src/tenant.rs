@@ -167,6 +167,18 @@ impl Tenant {
         .await
     }
 
+    /// The host copy of virtual object `name`, read through `host_api`, once the syncer has
+    /// made it.
+    pub async fn host_copy<K>(&self, host_api: &Api<K>, name: &str) -> K
+    where
+        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    {
+        wait::until(&format!("host copy of {name}"), TIMEOUT, || {
+            present(host_api, self.host_name(name))
+        })
+        .await
+    }
+
     /// Holds for 5 s that virtual pod `name` (refused, say) has no host copy.
     pub async fn never_on_host(&self, name: &str) {
         let api: Api<Pod> = self.host_api();

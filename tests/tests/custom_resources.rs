@@ -242,10 +242,7 @@ async fn crd_backed_resources_copy_their_schema_and_sync_both_ways() {
         .unwrap();
     let host_widgets: Api<DynamicObject> =
         Api::namespaced_with(s.host.clone(), &s.ns.name, &widgets);
-    let mirror = wait::until("host mirror of the widget", TIMEOUT, || {
-        present(&host_widgets, s.host_name("w"))
-    })
-    .await;
+    let mirror = s.host_copy(&host_widgets, "w").await;
     let annotations = mirror.metadata.annotations.clone().unwrap_or_default();
     assert_eq!(annotations["vcluster.loft.sh/object-name"], "w");
     assert_eq!(annotations["vcluster.loft.sh/object-namespace"], s.vns.name);
@@ -410,10 +407,7 @@ async fn crd_backed_resources_copy_their_schema_and_sync_both_ways() {
         .await
         .unwrap();
     let host_v2: Api<DynamicObject> = Api::namespaced_with(s.host.clone(), &s.ns.name, &widgets_v2);
-    wait::until("host mirror of a v2 widget", TIMEOUT, || {
-        present(&host_v2, s.host_name("w2"))
-    })
-    .await;
+    s.host_copy(&host_v2, "w2").await;
 
     drop(syncer);
     s.teardown().await;
@@ -700,10 +694,7 @@ async fn resolution_upgrade_and_disable_follow_the_seed() {
     .unwrap();
     let host: Api<DynamicObject> =
         Api::namespaced_with(s.host.clone(), &s.ns.name, &flunders("v1beta1"));
-    wait::until("host mirror of old", TIMEOUT, || {
-        present(&host, s.host_name("old"))
-    })
-    .await;
+    s.host_copy(&host, "old").await;
 
     // Upgrade: the new version is served and stored; the old one kept but no longer served.
     syncer.kill();

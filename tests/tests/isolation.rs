@@ -452,10 +452,7 @@ async fn a_projected_cluster_trust_bundle_is_the_virtual_clusters_not_the_hosts(
     .await;
 
     let host_pods: Api<Pod> = s.host_api();
-    let host_pod = wait::until("the host pod", TIMEOUT, || {
-        present(&host_pods, s.host_name("bundled"))
-    })
-    .await;
+    let host_pod = s.host_copy(&host_pods, "bundled").await;
     let volumes = host_pod.spec.unwrap().volumes.unwrap();
     let source = &volumes[0]
         .projected

@@ -160,24 +160,15 @@ async fn tenant_workloads_run_on_the_host_and_report_back() {
 
     // Only what a pod uses is copied.
     let host_cms: Api<ConfigMap> = s.host_api();
-    let settings = wait::until("host settings", TIMEOUT, || {
-        present(&host_cms, s.host_name("settings"))
-    })
-    .await;
+    let settings = s.host_copy(&host_cms, "settings").await;
     assert_eq!(settings.data.unwrap()["key"], "1");
     let host_secrets: Api<Secret> = s.host_api();
-    wait::until("host creds", TIMEOUT, || {
-        present(&host_secrets, s.host_name("creds"))
-    })
-    .await;
+    s.host_copy(&host_secrets, "creds").await;
     assert!(absent(&host_cms, s.host_name("unused")).await.is_ok());
 
     // The Service selects the host pods and the virtual Service takes the host ClusterIP.
     let host_services: Api<Service> = s.host_api();
-    let host_svc = wait::until("host service", TIMEOUT, || {
-        present(&host_services, s.host_name("web"))
-    })
-    .await;
+    let host_svc = s.host_copy(&host_services, "web").await;
     let host_ip = host_svc.spec.unwrap().cluster_ip.unwrap();
     let virt_services: Api<Service> = s.virt_api();
     wait::until(
@@ -290,19 +281,10 @@ async fn objects_changed_while_the_syncer_is_down_converge_on_restart() {
     let host_pods: Api<Pod> = s.host_api();
     let host_cms: Api<ConfigMap> = s.host_api();
     for name in ["keeper", "gone"] {
-        wait::until(&format!("host {name}"), TIMEOUT, || {
-            present(&host_pods, s.host_name(name))
-        })
-        .await;
+        s.host_copy(&host_pods, name).await;
     }
-    let old_conf = wait::until("host conf", TIMEOUT, || {
-        present(&host_cms, s.host_name("conf"))
-    })
-    .await;
-    wait::until("host gone-cm", TIMEOUT, || {
-        present(&host_cms, s.host_name("gone-cm"))
-    })
-    .await;
+    let old_conf = s.host_copy(&host_cms, "conf").await;
+    s.host_copy(&host_cms, "gone-cm").await;
     wait::until("syncer ready", TIMEOUT, || syncer.get("/readyz")).await;
     syncer.kill();
 
@@ -453,10 +435,7 @@ async fn pod_security_refusals_and_names_at_the_63_character_edge() {
     }
     let host_pods: Api<Pod> = s.host_api();
     for name in [&at_edge, &past_edge] {
-        let host = wait::until(&format!("host pod of {name}"), TIMEOUT, || {
-            present(&host_pods, s.host_name(name))
-        })
-        .await;
+        let host = s.host_copy(&host_pods, name).await;
         assert_eq!(&host.annotations()[ANNOTATION_OBJECT_NAME], name);
     }
     assert_ne!(

@@ -127,10 +127,7 @@ async fn gateway_api_objects_round_trip() {
     create(&virt_api(&s, &tls), passthrough).await;
     create(&virt_api(&s, &http), route("HTTPRoute", "lost", "nope")).await;
 
-    let host_gw = wait::until("host Gateway", TIMEOUT, || async {
-        present(&host_api(&s, &gw), s.host_name("web")).await
-    })
-    .await;
+    let host_gw = s.host_copy(&host_api(&s, &gw), "web").await;
     let listener = &host_gw.data["spec"]["listeners"][0];
     assert_eq!(
         listener["tls"]["certificateRefs"][0]["name"],
@@ -139,10 +136,7 @@ async fn gateway_api_objects_round_trip() {
     assert_eq!(listener["allowedRoutes"]["namespaces"]["from"], "Same");
     assert_eq!(host_gw.data["spec"]["gatewayClassName"], json!(class_name));
     for (r, name) in [(&http, "shop"), (&grpc, "rpc"), (&tls, "db")] {
-        let host = wait::until("host route", TIMEOUT, || async {
-            present(&host_api(&s, r), s.host_name(name)).await
-        })
-        .await;
+        let host = s.host_copy(&host_api(&s, r), name).await;
         assert_eq!(
             host.data["spec"]["parentRefs"][0]["name"],
             json!(s.host_name("web"))
@@ -159,12 +153,7 @@ async fn gateway_api_objects_round_trip() {
         note.contains("spec.rules[0].backendRefs[0]") && note.contains("nope"),
         "{note}"
     );
-    wait::until(
-        "host copy of the route to a missing Service",
-        TIMEOUT,
-        || async { present(&host_api(&s, &http), s.host_name("lost")).await },
-    )
-    .await;
+    s.host_copy(&host_api(&s, &http), "lost").await;
 
     // The status a controller writes on the host copy comes back with the tenant's parentRef.
     let status = json!({ "status": { "parents": [{
@@ -246,10 +235,7 @@ async fn gateway_certificate_secrets_follow_the_gateway() {
     create(&virt_api(&s, &gw), tls_gateway("web", "tls")).await;
     create(&virt_api(&s, &gw), tls_gateway("bare", "late")).await;
 
-    let host_gw = wait::until("host Gateway", TIMEOUT, || async {
-        present(&host_api(&s, &gw), s.host_name("web")).await
-    })
-    .await;
+    let host_gw = s.host_copy(&host_api(&s, &gw), "web").await;
     let tls_name = s.host_name("tls");
     assert_eq!(
         host_gw.data["spec"]["listeners"][0]["tls"]["certificateRefs"][0]["name"],
@@ -270,22 +256,14 @@ async fn gateway_certificate_secrets_follow_the_gateway() {
         note.contains("spec.listeners[0].tls.certificateRefs[0]") && note.contains("late"),
         "{note}"
     );
-    wait::until(
-        "host copy of the Gateway missing its Secret",
-        TIMEOUT,
-        || async { present(&host_api(&s, &gw), s.host_name("bare")).await },
-    )
-    .await;
+    s.host_copy(&host_api(&s, &gw), "bare").await;
     s.create::<Secret>(json!({
         "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "late" },
         "type": "kubernetes.io/tls",
         "stringData": { "tls.crt": "c", "tls.key": "k" },
     }))
     .await;
-    wait::until("host copy of the Secret created late", TIMEOUT, || async {
-        present(&host_secrets, s.host_name("late")).await
-    })
-    .await;
+    s.host_copy(&host_secrets, "late").await;
 
     // A certificate in another namespace is refused, naming the field: no mirror.
     let mut far = tls_gateway("far", "tls");

@@ -58,10 +58,7 @@ async fn pods_arrive_on_the_host_patched() {
     };
     s.create::<Pod>(pod("web", "web")).await;
     let host_pods: Api<Pod> = s.host_api();
-    let host = wait::until("patched host pod", TIMEOUT, || async {
-        present(&host_pods, s.host_name("web")).await
-    })
-    .await;
+    let host = s.host_copy(&host_pods, "web").await;
     let labels = host.metadata.labels.clone().unwrap();
     assert_eq!(labels["app"], "vcluster-web");
     assert_eq!(labels["tier"], "front");
@@ -402,10 +399,7 @@ async fn ingresses_round_trip_with_their_tls_secret_and_status() {
     }))
     .await;
     let host_ingresses: Api<Ingress> = s.host_api();
-    let host = wait::until("host ingress", TIMEOUT, || async {
-        present(&host_ingresses, s.host_name("web")).await
-    })
-    .await;
+    let host = s.host_copy(&host_ingresses, "web").await;
     let spec = host.spec.unwrap();
     assert_eq!(spec.ingress_class_name.as_deref(), Some("alb"));
     let rule = &spec.rules.unwrap()[0];
@@ -509,10 +503,7 @@ async fn pod_disruption_budgets_count_the_tenants_host_pods() {
     }))
     .await;
     let host_pdbs: Api<PodDisruptionBudget> = s.host_api();
-    let host = wait::until("host PDB", TIMEOUT, || async {
-        present(&host_pdbs, s.host_name("web")).await
-    })
-    .await;
+    let host = s.host_copy(&host_pdbs, "web").await;
     let labels = host.spec.unwrap().selector.unwrap().match_labels.unwrap();
     assert_eq!(labels["app"], "web");
     assert_eq!(labels[LABEL_SYNCER_MANAGED_BY], VC);
@@ -637,10 +628,7 @@ async fn a_virtual_service_keeps_its_address_unless_the_host_gave_it_out() {
         service("web", json!({ "app": "web" }), ports.clone()),
     )
     .await;
-    let host_web = wait::until("host copy of web", TIMEOUT, || async {
-        present(&host_services, s.host_name("web")).await
-    })
-    .await;
+    let host_web = s.host_copy(&host_services, "web").await;
     assert_eq!(cluster_ip(&host_web), cluster_ip(&web));
     let now = virt_services.get("web").await.unwrap();
     assert_eq!(now.metadata.uid, web.metadata.uid, "never recreated");
@@ -656,10 +644,7 @@ async fn a_virtual_service_keeps_its_address_unless_the_host_gave_it_out() {
     wanted.spec.as_mut().unwrap().cluster_ip = Some(taken.clone());
     let asked = create_service(&virt_services, wanted).await;
     assert_eq!(cluster_ip(&asked).as_ref(), Some(&taken));
-    let host_taken = wait::until("host copy of taken", TIMEOUT, || async {
-        present(&host_services, s.host_name("taken")).await
-    })
-    .await;
+    let host_taken = s.host_copy(&host_services, "taken").await;
     assert_ne!(cluster_ip(&host_taken).as_ref(), Some(&taken));
     let recreated = wait::until(
         "taken recreated on its host copy's address",
@@ -693,10 +678,7 @@ async fn an_external_name_service_given_an_address_keeps_its_virtual_one() {
     }))
     .unwrap();
     let created = create_service(&virt_services, external).await;
-    wait::until("host copy of ext", TIMEOUT, || async {
-        present(&host_services, s.host_name("ext")).await
-    })
-    .await;
+    s.host_copy(&host_services, "ext").await;
     let changed = virt_services
         .patch(
             "ext",
@@ -759,10 +741,7 @@ async fn a_virtual_node_port_service_takes_its_host_copys_node_port() {
     let taken = node_port(&decoy).unwrap();
     let asked = create_service(&virt_services, node_port_service("np", Some(taken))).await;
     assert_eq!(node_port(&asked), Some(taken));
-    let host_copy = wait::until("host copy of np", TIMEOUT, || async {
-        present(&host_services, s.host_name("np")).await
-    })
-    .await;
+    let host_copy = s.host_copy(&host_services, "np").await;
     let host_port = node_port(&host_copy).unwrap();
     assert_ne!(host_port, taken, "the host gave the copy a free port");
     let adopted = wait::until("np on its host copy's node port", TIMEOUT, || async {
@@ -797,10 +776,7 @@ async fn pods_get_the_service_links_of_their_virtual_namespace() {
     .await;
     let ip = foo.spec.unwrap().cluster_ip.unwrap();
     // The syncer has seen the Service once it made the host copy.
-    wait::until("host copy of fooservice", TIMEOUT, || async {
-        present(&host_services, s.host_name("fooservice")).await
-    })
-    .await;
+    s.host_copy(&host_services, "fooservice").await;
     for (name, links) in [("linked", true), ("unlinked", false)] {
         s.create::<Pod>(json!({
             "apiVersion": "v1", "kind": "Pod", "metadata": { "name": name },

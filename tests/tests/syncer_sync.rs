@@ -122,10 +122,7 @@ async fn service_accounts_reach_the_host_with_their_annotations_and_pods_run_as_
     }))
     .await;
     let host_accounts: Api<ServiceAccount> = s.host_api();
-    let copy = wait::until("host s3-reader", TIMEOUT, || {
-        present(&host_accounts, s.host_name("s3-reader"))
-    })
-    .await;
+    let copy = s.host_copy(&host_accounts, "s3-reader").await;
     assert_eq!(copy.annotations()[ROLE], arn);
     assert_eq!(copy.automount_service_account_token, Some(false));
 
@@ -326,10 +323,7 @@ async fn enforced_tolerations_and_node_selector_place_host_pods_on_the_shown_nod
     ))
     .await;
     let host_pods: Api<Pod> = s.host_api();
-    let host = wait::until("host copy of the pod", TIMEOUT, || {
-        present(&host_pods, s.host_name("placed"))
-    })
-    .await;
+    let host = s.host_copy(&host_pods, "placed").await;
     let spec = host.spec.unwrap();
     let selector = spec.node_selector.unwrap_or_default();
     assert_eq!(selector.get("vnest-tests/pool"), Some(&tag), "{selector:?}");
