@@ -139,6 +139,11 @@ async fn create_service(api: &Api<Service>, service: Service) -> Service {
     api.create(&PostParams::default(), &service).await.unwrap()
 }
 
+/// The Service's ClusterIP, as its API server gave it (or it was asked for).
+fn cluster_ip(svc: &Service) -> Option<String> {
+    svc.spec.as_ref().and_then(|spec| spec.cluster_ip.clone())
+}
+
 /// The virtual Service `name`'s ports, as (port, name).
 fn ports_of(svc: &Service) -> Vec<(i32, Option<String>)> {
     svc.spec
@@ -619,7 +624,6 @@ async fn from_host_classes_are_shown_read_only() {
 async fn a_virtual_service_keeps_its_address_unless_the_host_gave_it_out() {
     let s = setup("res-svc-ip", json!({})).await;
     let _syncer = s.start_syncer();
-    let cluster_ip = |svc: &Service| svc.spec.as_ref().and_then(|s| s.cluster_ip.clone());
     let virt_services: Api<Service> = s.virt_api();
     let host_services: Api<Service> = s.host_api();
     let ports = json!([{ "port": 80 }]);
@@ -668,7 +672,6 @@ async fn a_virtual_service_keeps_its_address_unless_the_host_gave_it_out() {
 async fn an_external_name_service_given_an_address_keeps_its_virtual_one() {
     let s = setup("res-svc-ext", json!({})).await;
     let _syncer = s.start_syncer();
-    let cluster_ip = |svc: &Service| svc.spec.as_ref().and_then(|s| s.cluster_ip.clone());
     let virt_services: Api<Service> = s.virt_api();
     let host_services: Api<Service> = s.host_api();
     let external: Service = serde_json::from_value(json!({
