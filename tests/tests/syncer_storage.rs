@@ -140,11 +140,7 @@ async fn a_network_policy_selects_exactly_the_tenants_host_pods() {
                   "ingress": [{ "from": [{ "podSelector": { "matchLabels": { "app": "db" } } }] }] },
     }))
     .await;
-    let policies: Api<NetworkPolicy> = Api::namespaced(s.host.clone(), &s.ns.name);
-    let policy = wait::until("host policy", TIMEOUT, || {
-        present(&policies, host_name("web", &s.vns.name, VC))
-    })
-    .await;
+    let policy = s.host_copy(&s.host_api::<NetworkPolicy>(), "web").await;
     let spec = policy.spec.unwrap();
     let selected = |selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector| {
         let selector = Selector::try_from(selector.clone()).unwrap();
