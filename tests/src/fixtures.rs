@@ -124,9 +124,13 @@ pub async fn wait_condition(
     .await
 }
 
-/// The message of `SpecValid=False`, once the operator has refused the VirtualCluster's spec.
-pub async fn spec_refusal(client: &Client, namespace: &str, name: &str) -> String {
-    let refused = wait_condition(
+/// The VirtualCluster once the operator has refused its spec (`SpecValid=False`).
+pub async fn refused_virtual_cluster(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> VirtualCluster {
+    wait_condition(
         client,
         namespace,
         name,
@@ -134,7 +138,12 @@ pub async fn spec_refusal(client: &Client, namespace: &str, name: &str) -> Strin
         "False",
         Duration::from_secs(30),
     )
-    .await;
+    .await
+}
+
+/// The message of `SpecValid=False`, once the operator has refused the VirtualCluster's spec.
+pub async fn spec_refusal(client: &Client, namespace: &str, name: &str) -> String {
+    let refused = refused_virtual_cluster(client, namespace, name).await;
     condition_message(&refused, "SpecValid")
 }
 

@@ -28,7 +28,7 @@ use vnest_tests::{
     OperatorProcess, bed,
     fixtures::{
         READY_TIMEOUT, condition_message, create_virtual_cluster, free_port, host_namespace,
-        patch_spec, ready_virtual_cluster, setup, wait_condition,
+        patch_spec, ready_virtual_cluster, refused_virtual_cluster, setup, wait_condition,
     },
     wait,
 };
@@ -568,15 +568,7 @@ async fn an_unknown_time_zone_is_refused_by_field_and_changes_nothing() {
         json!({ "paused": true, "sleepMode": { "afterInactivity": "1h", "timezone": "Mars/Olympus" } }),
     )
     .await;
-    let refused = wait_condition(
-        &client,
-        n,
-        "vc",
-        "SpecValid",
-        "False",
-        Duration::from_secs(30),
-    )
-    .await;
+    let refused = refused_virtual_cluster(&client, n, "vc").await;
     let message = condition_message(&refused, "SpecValid");
     assert!(
         message.starts_with("spec.sleepMode.timezone: \"Mars/Olympus\" is not an IANA time zone"),

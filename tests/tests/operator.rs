@@ -30,7 +30,8 @@ use vnest_tests::{
     OperatorProcess, TestNamespace, bed,
     fixtures::{
         READY_TIMEOUT, condition_message, create_virtual_cluster, free_port, host_namespace,
-        patch_spec, provide_data_volume, ready_virtual_cluster, setup, wait_condition,
+        patch_spec, provide_data_volume, ready_virtual_cluster, refused_virtual_cluster, setup,
+        wait_condition,
     },
     tenant::{delete, merge_patch, present},
     wait,
@@ -652,15 +653,7 @@ async fn a_spec_the_operator_cannot_apply_is_reported_and_does_not_stop_the_othe
     provide_data_volume(&client, n, "healthy").await;
     create_virtual_cluster(&client, n, "healthy", json!({})).await;
 
-    let broken = wait_condition(
-        &client,
-        n,
-        "broken",
-        "SpecValid",
-        "False",
-        Duration::from_secs(30),
-    )
-    .await;
+    let broken = refused_virtual_cluster(&client, n, "broken").await;
     assert_eq!(broken.status.as_ref().unwrap().phase, Some(Phase::Failed));
     let message = condition_message(&broken, "SpecValid");
     assert!(
