@@ -389,31 +389,19 @@ async fn the_virtual_api_server_is_a_separate_cluster() {
 async fn a_minted_service_account_kubeconfig_has_only_its_rbac() {
     let client = bed().host().await;
     let ns = TestNamespace::create(&client, "mint").await;
-    bed()
-        .kubectl(&["-n", &ns.name, "create", "serviceaccount", "reader"])
-        .unwrap();
-    bed()
-        .kubectl(&[
-            "-n",
-            &ns.name,
-            "create",
-            "role",
-            "pod-reader",
-            "--verb=get,list",
-            "--resource=pods",
-        ])
-        .unwrap();
-    bed()
-        .kubectl(&[
-            "-n",
-            &ns.name,
-            "create",
-            "rolebinding",
-            "pod-reader",
-            "--role=pod-reader",
-            &format!("--serviceaccount={}:reader", ns.name),
-        ])
-        .unwrap();
+    // `kubectl create <what>` in the test's namespace, which must succeed.
+    let create = |what: &[&str]| {
+        let args = [&["-n", ns.name.as_str(), "create"][..], what].concat();
+        bed().kubectl(&args).unwrap();
+    };
+    create(&["serviceaccount", "reader"]);
+    create(&["role", "pod-reader", "--verb=get,list", "--resource=pods"]);
+    create(&[
+        "rolebinding",
+        "pod-reader",
+        "--role=pod-reader",
+        &format!("--serviceaccount={}:reader", ns.name),
+    ]);
     let path = service_account_kubeconfig(&ns.name, "reader").await;
     let sa_client = vnest_tests::bed::client_for(&path).await;
     Api::<Pod>::namespaced(sa_client.clone(), &ns.name)
