@@ -75,12 +75,7 @@ async fn main() {
     let tenant: Api<DynamicObject> =
         Api::namespaced_with(syncer.tenant_client().await, &s.vns.name, &res);
     let host: Api<DynamicObject> = Api::namespaced_with(s.host.clone(), &s.ns.name, &res);
-    let writes = || async {
-        syncer
-            .counter("vnest_syncer_host_writes_total")
-            .await
-            .unwrap_or(0.0)
-    };
+    let writes = || async { syncer.host_writes().await.unwrap_or(0.0) };
 
     println!("write-through: {n} flunders");
     let before = writes().await;

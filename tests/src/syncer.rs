@@ -239,6 +239,11 @@ impl SyncerProcess {
         Ok(scrape::counter(&self.get("/metrics").await?, name))
     }
 
+    /// Host API writes the syncer has made so far, over every resource and verb.
+    pub async fn host_writes(&self) -> Result<f64, String> {
+        self.counter("vnest_syncer_host_writes_total").await
+    }
+
     /// Reconciles finished so far of every resource whose name contains `resource` (from the
     /// reconcile-duration histogram): proves the syncer has looked at a kind's objects.
     pub async fn reconciles(&self, resource: &str) -> Result<f64, String> {

@@ -52,7 +52,7 @@ const CONVERGE: Duration = Duration::from_secs(180);
 /// Kills `syncer` as soon as its host-write counter reaches `writes`: a kill inside the
 /// burst, not after it (polled every 5 ms, so little more work slips past the threshold).
 async fn kill_after_writes(syncer: &mut SyncerProcess, writes: f64) {
-    let done = || async { syncer.counter("vnest_syncer_host_writes_total").await };
+    let done = || syncer.host_writes();
     wait::reaches("the syncer's host writes", TIMEOUT, done, writes).await;
     syncer.kill();
 }
@@ -105,19 +105,13 @@ async fn a_syncer_killed_mid_burst_loses_duplicates_and_orphans_nothing() {
     let syncer = s.start_syncer();
     let (tally, took) = converge(&s, &[&s.vns.name], "the burst synced after the kill").await;
     assert!(tally.checked >= total, "{tally}");
-    let writes = syncer
-        .counter("vnest_syncer_host_writes_total")
-        .await
-        .unwrap();
+    let writes = syncer.host_writes().await.unwrap();
     let fault = format!("kill -9 of the syncer during {total} creates");
     print_row(&fault, total - on_host, &tally, took, writes);
 
     // And again while the same objects are deleted.
     let mut syncer = syncer;
-    let before = syncer
-        .counter("vnest_syncer_host_writes_total")
-        .await
-        .unwrap();
+    let before = syncer.host_writes().await.unwrap();
     let deletes = faults::delete_burst(&s.virt, &s.vns.name);
     let kill = kill_after_writes(&mut syncer, before + (total / 10) as f64);
     tokio::join!(deletes, kill);
@@ -137,10 +131,7 @@ async fn a_syncer_killed_mid_burst_loses_duplicates_and_orphans_nothing() {
     )
     .await;
     assert_eq!(faults::host_copies(&s).await.unwrap(), 0, "{tally}");
-    let writes = syncer
-        .counter("vnest_syncer_host_writes_total")
-        .await
-        .unwrap();
+    let writes = syncer.host_writes().await.unwrap();
     let fault = format!("kill -9 of the syncer during {total} deletes");
     print_row(&fault, left, &tally, took, writes);
     drop(syncer);
@@ -202,10 +193,7 @@ async fn a_tenant_namespace_deleted_while_the_syncer_is_down_leaves_no_host_copi
         SMALL * faults::KINDS_PER_GROUP,
         "{tally}"
     );
-    let writes = syncer
-        .counter("vnest_syncer_host_writes_total")
-        .await
-        .unwrap();
+    let writes = syncer.host_writes().await.unwrap();
     let fault = "a tenant namespace deleted while the syncer is down";
     print_row(fault, SMALL * faults::KINDS_PER_GROUP, &tally, took, writes);
     drop(syncer);
@@ -504,7 +492,7 @@ async fn host_api_server_and_etcd_restarts_mid_burst_lose_nothing() {
     let groups = groups();
     let total = groups * faults::KINDS_PER_GROUP;
     let syncer = s.start_syncer();
-    let writes = || async { syncer.counter("vnest_syncer_host_writes_total").await };
+    let writes = || syncer.host_writes();
     wait::until("the syncer's metrics", TIMEOUT, writes).await;
     for (component, content) in [("host-apiserver", "v1"), ("etcd", "v2")] {
         let before = writes().await.unwrap();
