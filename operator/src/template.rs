@@ -239,11 +239,16 @@ mod tests {
         assert_eq!(spec["exportKubeconfig"]["server"], "https://x/?a=1&b=2");
     }
 
+    /// Why `render` refuses `t` with these parameter values, for VirtualCluster team-a/dev.
+    fn refusal(t: &VirtualClusterTemplate, pairs: &[(&str, &str)]) -> String {
+        render(t, "dev", "team-a", &values(pairs))
+            .unwrap_err()
+            .to_string()
+    }
+
     #[test]
     fn a_missing_required_parameter_names_it_and_its_purpose() {
-        let err = render(&small(), "dev", "team-a", &values(&[]))
-            .unwrap_err()
-            .to_string();
+        let err = refusal(&small(), &[]);
         assert!(
             err.starts_with("spec.template.parameters.team: required"),
             "{err}"
@@ -253,9 +258,7 @@ mod tests {
 
     #[test]
     fn a_value_outside_the_allowed_ones_is_refused() {
-        let err = render(&small(), "d", "n", &values(&[("team", "a"), ("cpu", "32")]))
-            .unwrap_err()
-            .to_string();
+        let err = refusal(&small(), &[("team", "a"), ("cpu", "32")]);
         assert!(
             err.starts_with("spec.template.parameters.cpu: \"32\" is not one of"),
             "{err}"
@@ -264,36 +267,23 @@ mod tests {
 
     #[test]
     fn an_undeclared_parameter_is_refused_with_the_declared_ones() {
-        let err = render(&small(), "d", "n", &values(&[("team", "a"), ("size", "l")]))
-            .unwrap_err()
-            .to_string();
+        let err = refusal(&small(), &[("team", "a"), ("size", "l")]);
         assert!(err.contains("parameters.size"), "{err}");
         assert!(err.contains("(it has: cpu, team)"), "{err}");
     }
 
     #[test]
     fn an_undeclared_variable_in_the_body_fails_to_render() {
-        let t = template(json!([]), "paused: {{sleepy}}\n");
-        let err = render(&t, "a", "b", &values(&[])).unwrap_err().to_string();
+        let err = refusal(&template(json!([]), "paused: {{sleepy}}\n"), &[]);
         assert!(err.contains("does not render"), "{err}");
     }
 
     #[test]
     fn a_body_that_is_not_a_mapping_or_nests_templates_is_refused() {
-        let t = template(json!([]), "- a\n- b\n");
-        assert!(
-            render(&t, "a", "b", &values(&[]))
-                .unwrap_err()
-                .to_string()
-                .contains("mapping")
-        );
-        let t = template(json!([]), "template: {name: other}\n");
-        assert!(
-            render(&t, "a", "b", &values(&[]))
-                .unwrap_err()
-                .to_string()
-                .contains("another template")
-        );
+        let err = refusal(&template(json!([]), "- a\n- b\n"), &[]);
+        assert!(err.contains("mapping"), "{err}");
+        let err = refusal(&template(json!([]), "template: {name: other}\n"), &[]);
+        assert!(err.contains("another template"), "{err}");
     }
 
     /// A VirtualCluster as the API server stores it: `spec` over every schema default.

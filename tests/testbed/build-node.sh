@@ -51,24 +51,19 @@ for p in main/bridge main/loopback ipam/host-local meta/portmap; do
   CGO_ENABLED=0 install_tool "cni/${p#*/}" "github.com/containernetworking/plugins/plugins/$p@$CNI_PLUGINS_VERSION" -ldflags "-s -w"
 done
 CGO_ENABLED=0 install_tool kine "github.com/k3s-io/kine@$KINE_VERSION" -ldflags "-s -w -X github.com/k3s-io/kine/pkg/version.Version=$KINE_VERSION"
-(
-  cd "$here/workload"
-  for p in pause vnest-echo; do
-    if [ ! -x "$bin/$p" ]; then
-      log "building $p (tests/testbed/workload)"
-      CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/$p" "./$p"
-    fi
-  done
-)
-
-(
-  cd "$here/node"
-  for tool in kubelet kube-proxy; do
-    if [ ! -x "$bin/$tool" ]; then
-      log "building $tool $KUBERNETES_VERSION"
-      CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $(k8s_version_flags)" -o "$bin/$tool" "k8s.io/kubernetes/cmd/$tool"
-    fi
-  done
-)
+# Builds $bin/<name> from a package of the Go module in <dir> (its go.mod pins the versions),
+# unless it is there already.
+build_in_module() { # dir output-name package what [extra ldflags]
+  local dir=$1 out=$2 pkg=$3 what=$4 ldflags=${5:-}
+  [ -x "$bin/$out" ] && return 0
+  log "building $out $what"
+  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w${ldflags:+ $ldflags}" -o "$bin/$out" "$pkg")
+}
+for p in pause vnest-echo; do
+  build_in_module "$here/workload" "$p" "./$p" "(tests/testbed/workload)"
+done
+for tool in kubelet kube-proxy; do
+  build_in_module "$here/node" "$tool" "k8s.io/kubernetes/cmd/$tool" "$KUBERNETES_VERSION" "$(k8s_version_flags)"
+done
 
 build_done

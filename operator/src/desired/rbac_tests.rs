@@ -26,6 +26,14 @@ fn rule_on<'a>(rules: &'a [PolicyRule], resource: &str) -> &'a PolicyRule {
         .unwrap_or_else(|| panic!("a {resource} rule"))
 }
 
+/// The rule of `rules` on Services may read (get, list, watch) exactly the Services `names`.
+fn assert_reads_only_services_named(rules: &[PolicyRule], names: &[&str]) {
+    let rule = rule_on(rules, "services");
+    assert_eq!(rule.verbs, ["get", "list", "watch"]);
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    assert_eq!(rule.resource_names.as_deref(), Some(&names[..]));
+}
+
 /// Token Secrets need Secret writes only when the tenant chose them over annotations.
 #[test]
 fn synced_pods_can_store_their_token() {
@@ -246,13 +254,7 @@ fn replicated_services_get_exactly_the_access_they_need() {
         "sync: {toHost: {services: {enabled: false}}}\nnetworking: {replicateServices: {fromHost: [{from: kube-system/dns, to: kube-system/dns}, {from: other/dns, to: x/dns}, {from: db, to: db}]}}",
     );
     let i = input(&spec);
-    let cluster_rules = cluster_role_rules(&i);
-    let rule = rule_on(&cluster_rules, "services");
-    assert_eq!(rule.verbs, ["get", "list", "watch"]);
-    assert_eq!(
-        rule.resource_names.as_deref(),
-        Some(&["db".to_string(), "dns".to_string()][..])
-    );
+    assert_reads_only_services_named(&cluster_role_rules(&i), &["db", "dns"]);
     assert!(!grants(&role_rules(&i), "", "services", "create"));
     let spec = spec_from_yaml(
         "sync: {toHost: {services: {enabled: false}}}\nnetworking: {replicateServices: {toHost: [{from: shop/api, to: api}]}}",
@@ -268,13 +270,7 @@ fn resolve_dns_host_services_are_read_by_name_only() {
     let spec = spec_from_yaml(
         "networking: {resolveDNS: [{service: default/db, target: {hostService: data/postgres}}, {hostname: a.example.com, target: host}, {namespace: shared, target: {hostNamespace: platform}}]}",
     );
-    let cluster_rules = cluster_role_rules(&input(&spec));
-    let rule = rule_on(&cluster_rules, "services");
-    assert_eq!(rule.verbs, ["get", "list", "watch"]);
-    assert_eq!(
-        rule.resource_names.as_deref(),
-        Some(&["postgres".to_string()][..])
-    );
+    assert_reads_only_services_named(&cluster_role_rules(&input(&spec)), &["postgres"]);
     let spec = spec_from_yaml(
         "networking: {resolveDNS: [{hostname: a.example.com, target: {ip: 10.0.0.1}}]}",
     );

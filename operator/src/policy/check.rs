@@ -4,8 +4,8 @@
 use k8s_openapi::api::{core::v1::ResourceRequirements, rbac::v1::PolicyRule};
 use kube::ResourceExt;
 use vnest_crds::{
-    DistroKind, DurationSpec, PodSecurityStandard, QuantityMap, VirtualClusterPolicy,
-    VirtualClusterSpec, policy::Ceilings, quantity_value,
+    DurationSpec, PodSecurityStandard, QuantityMap, VirtualClusterPolicy, VirtualClusterSpec,
+    policy::Ceilings, quantity_value,
 };
 
 use super::rules::covers;
@@ -140,13 +140,11 @@ pub fn check(policy: &VirtualClusterPolicy, spec: &VirtualClusterSpec) -> Vec<Fi
             None => repository == pattern,
         })
     {
-        let distro_field = match distro {
-            DistroKind::K3s => "k3s",
-            DistroKind::K0s => "k0s",
-            DistroKind::K8s => "k8s",
-        };
         c.fail(
-            format!("spec.controlPlane.distro.{distro_field}.image.repository"),
+            format!(
+                "spec.controlPlane.distro.{}.image.repository",
+                distro.as_str()
+            ),
             format!("{repository} is not an allowed image"),
             &format!(
                 "use one of {} (allowedImages), or leave it out for the operator's default",
