@@ -35,7 +35,7 @@ use vnest_crds::meta::{ANNOTATION_OBJECT_NAME, LABEL_SYNCER_NAMESPACE};
 use vnest_tests::{
     OperatorProcess, SyncerProcess, TestNamespace, bed,
     fixtures::{create_virtual_cluster, free_port, host_namespace},
-    measure::{cpu_seconds_by_program, cpu_spent, peak_rss_mib, percentile},
+    measure::{cpu_seconds_by_program, cpu_spent, peak_rss_mib, percentile, rss_mib},
     syncer::SyncerWiring,
     wait,
 };
@@ -331,7 +331,7 @@ async fn main() {
     let idle_before = syncer.counter(writes).await.unwrap();
     tokio::time::sleep(Duration::from_secs(60)).await;
     let idle_writes = syncer.counter(writes).await.unwrap() - idle_before;
-    let rss = peak_rss_mib(syncer.pid());
+    let (rss, rss_idle) = (peak_rss_mib(syncer.pid()), rss_mib(syncer.pid()));
 
     let (direct_steady, synced_steady) = (Phase::default(), Phase::default());
     steady(&direct_pods, names("steady", steady_n), &direct_steady).await;
@@ -391,6 +391,7 @@ async fn main() {
     );
     println!("  host writes in 60 s idle           {idle_writes:>8.0}");
     println!("  syncer peak RSS (after the burst)  {rss:>8.1} MiB");
+    println!("  syncer RSS after 60 s idle         {rss_idle:>8.1} MiB");
     let metrics = syncer.get("/metrics").await.unwrap_or_default();
     for histogram in [
         "vnest_syncer_queue_wait_seconds",

@@ -34,10 +34,21 @@ pub fn percentile(mut values: Vec<Duration>, p: f64) -> Duration {
 
 /// Peak resident set size of process `pid` in MiB (`VmHWM`), 0 when unknown.
 pub fn peak_rss_mib(pid: u32) -> f64 {
+    status_mib(pid, "VmHWM:")
+}
+
+/// Resident set size of process `pid` now in MiB (`VmRSS`), 0 when unknown: next to the peak,
+/// it tells what the process keeps from what a burst only passed through it.
+pub fn rss_mib(pid: u32) -> f64 {
+    status_mib(pid, "VmRSS:")
+}
+
+/// A `kB` line `field` of `/proc/<pid>/status` in MiB, 0 when unknown.
+fn status_mib(pid: u32, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(0.0, |kb| kb / 1024.0)
 }
