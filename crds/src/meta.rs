@@ -60,6 +60,11 @@ pub const ANNOTATION_OBJECT_KIND: &str = "vcluster.loft.sh/object-kind";
 /// syncer renews it, so a restarted syncer does not mint a new one early.
 pub const ANNOTATION_TOKEN_RENEW_AT: &str = "vnest.dev/token-renew-at";
 
+/// On host pods: a short hash of the mutable spec fields (images, deadline, tolerations) the
+/// syncer last wrote, so it can cache host pods without their containers and still see when a
+/// tenant's change must be carried over.
+pub const ANNOTATION_MUTABLE_SPEC_HASH: &str = "vnest.dev/mutable-spec-hash";
+
 /// On virtual objects the syncer copied from the host (fromHost classes, bound volumes): only
 /// objects carrying it are ever updated or deleted by the syncer.
 pub const LABEL_FROM_HOST: &str = "vnest.dev/from-host";

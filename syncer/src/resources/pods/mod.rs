@@ -7,7 +7,7 @@ mod token;
 pub mod trust_bundles;
 
 use k8s_openapi::api::core::v1::{
-    Binding, Container, EnvVar, EphemeralContainer, ObjectReference, Pod, PodSpec, Service,
+    Binding, EnvVar, EphemeralContainer, ObjectReference, Pod, PodSpec, Service,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{
@@ -16,7 +16,9 @@ use kube::{
     runtime::reflector::ObjectRef,
 };
 use tokio::sync::OnceCell;
-use vnest_crds::{PodsToHost, patch::PodPatches, translate::host_name};
+use vnest_crds::{
+    PodsToHost, meta::ANNOTATION_MUTABLE_SPEC_HASH, patch::PodPatches, translate::host_name,
+};
 
 use super::{metadata_covers, sync_status};
 use crate::{
@@ -26,7 +28,7 @@ use crate::{
         api_service::is_api_service,
         placement::Placement,
         pod::{
-            PodEnv, TokenDelivery, ended_status, host_ephemeral_containers, host_pod,
+            PodEnv, TokenDelivery, ended_status, host_ephemeral_containers, host_pod, mutable_hash,
             patch_host_pod, requested_node, requested_tokens, service_env::from_services,
             updated_spec, virtual_status,
         },
@@ -36,27 +38,14 @@ use crate::{
 use token::Tokens;
 use trust_bundles::TrustBundles;
 
-/// What the syncs read of a cached host pod: its metadata and status, and of its spec the
-/// node and what [`updated_spec`] compares (containers' names and images, the deadline, the
-/// tolerations). The rest of a host pod's spec is most of its weight.
+/// What the syncs read of a cached host pod: its metadata (which records the hash of its
+/// mutable fields, [`ANNOTATION_MUTABLE_SPEC_HASH`]) and status, and of its spec the node and
+/// the names of its ephemeral containers. A container alone weighs over 2 KiB in memory, so
+/// the rest of the spec is most of a cached pod's weight; an update reads the whole pod.
 fn trim_host(pod: &mut Pod) {
-    let names_and_images = |containers: Vec<Container>| -> Vec<Container> {
-        containers
-            .into_iter()
-            .map(|c| Container {
-                name: c.name,
-                image: c.image,
-                ..Default::default()
-            })
-            .collect()
-    };
     if let Some(spec) = pod.spec.take() {
         pod.spec = Some(PodSpec {
             node_name: spec.node_name,
-            containers: names_and_images(spec.containers),
-            init_containers: spec.init_containers.map(names_and_images),
-            active_deadline_seconds: spec.active_deadline_seconds,
-            tolerations: spec.tolerations,
             ephemeral_containers: spec.ephemeral_containers.map(|all| {
                 all.into_iter()
                     .map(|e| EphemeralContainer {
@@ -68,6 +57,21 @@ fn trim_host(pod: &mut Pod) {
             ..Default::default()
         });
     }
+}
+
+/// `pod` recording the hash of its mutable fields, so a cached copy without its containers
+/// still shows when they must change.
+fn with_mutable_hash(mut pod: Pod) -> Pod {
+    let hash = mutable_hash(pod.spec.as_ref().unwrap_or(&PodSpec::default()));
+    pod.annotations_mut()
+        .insert(ANNOTATION_MUTABLE_SPEC_HASH.into(), hash);
+    pod
+}
+
+/// Whether host pod `actual` (cached, trimmed) falls short of `desired`: a label, an annotation
+/// or the mutable fields' hash differs.
+fn host_pod_outdated(actual: &Pod, desired: &Pod) -> bool {
+    !metadata_covers(actual, desired)
 }
 
 /// The image of the init container rewriting `/etc/hosts`, when `rewriteHosts` is on and the
@@ -390,7 +394,7 @@ impl Syncer for Pods {
             Placement::from_sync(&ctx.config.sync).apply(spec);
         }
         Ok(match patch_host_pod(pod, &self.patches) {
-            Ok(pod) => Decision::Sync(pod),
+            Ok(pod) => Decision::Sync(with_mutable_hash(pod)),
             Err(e) => Decision::Refuse {
                 reason: e.category(),
                 note: format!("not synced to the host: {e}"),
@@ -401,7 +405,7 @@ impl Syncer for Pods {
     /// A created pod's spec is immutable but for a few fields ([`updated_spec`]): those, its
     /// labels and its annotations follow.
     fn needs_update(&self, actual: &Pod, desired: &Pod) -> bool {
-        !metadata_covers(actual, desired) || spec_update(actual, desired).is_some()
+        host_pod_outdated(actual, desired)
     }
 
     fn update_body(&self, actual: &Pod, desired: Pod) -> Pod {
@@ -475,31 +479,37 @@ mod tests {
         .unwrap()
     }
 
-    /// The cache keeps a host pod's metadata, status, node and mutable fields and drops the
-    /// rest of its spec; an update is judged the same on the trimmed pod as on the whole one.
+    /// The cache keeps a host pod's metadata, status, node and ephemeral container names and
+    /// drops the rest of its spec; an update is judged on the trimmed pod by the mutable
+    /// fields' hash, and built from the whole pod.
     #[test]
-    fn a_trimmed_host_pod_needs_the_same_updates_as_the_whole_pod() {
-        let whole = host_pod_with_image("nginx:1");
+    fn a_trimmed_host_pod_needs_an_update_exactly_when_its_mutable_fields_change() {
+        let whole = with_mutable_hash(host_pod_with_image("nginx:1"));
         let mut trimmed = whole.clone();
         trim_host(&mut trimmed);
         let spec = trimmed.spec.as_ref().unwrap();
         assert_eq!(spec.node_name.as_deref(), Some("node-1"));
-        assert_eq!(spec.active_deadline_seconds, Some(30));
-        assert_eq!(spec.tolerations, whole.spec.as_ref().unwrap().tolerations);
-        assert_eq!(spec.containers[0].image.as_deref(), Some("nginx:1"));
-        assert!(spec.containers[0].env.is_none() && spec.volumes.is_none());
+        assert!(spec.containers.is_empty() && spec.volumes.is_none() && spec.tolerations.is_none());
         assert_eq!(
             (&trimmed.metadata, &trimmed.status),
             (&whole.metadata, &whole.status)
         );
 
-        let unchanged = host_pod_with_image("nginx:1");
-        let new_image = host_pod_with_image("nginx:2");
-        assert!(spec_update(&trimmed, &unchanged).is_none());
-        assert!(spec_update(&whole, &unchanged).is_none());
-        assert!(spec_update(&trimmed, &new_image).is_some());
+        let unchanged = with_mutable_hash(host_pod_with_image("nginx:1"));
+        let new_image = with_mutable_hash(host_pod_with_image("nginx:2"));
+        assert!(!host_pod_outdated(&trimmed, &unchanged));
+        assert!(host_pod_outdated(&trimmed, &new_image));
         let update = spec_update(&whole, &new_image).expect("an image change");
         assert_eq!(update.containers[0].image.as_deref(), Some("nginx:2"));
         assert_eq!(update.volumes, whole.spec.unwrap().volumes);
+    }
+
+    /// A host pod written before it recorded the hash is updated once, to record it.
+    #[test]
+    fn a_host_pod_without_the_hash_is_updated_once() {
+        let mut old = host_pod_with_image("nginx:1");
+        trim_host(&mut old);
+        let desired = with_mutable_hash(host_pod_with_image("nginx:1"));
+        assert!(host_pod_outdated(&old, &desired));
     }
 }

@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::{
 use vnest_crds::meta::ANNOTATION_TOKEN_RENEW_AT;
 use vnest_crds::patch::PodPatches;
 
-pub use mutable::updated_spec;
+pub use mutable::{mutable_hash, updated_spec};
 pub use references::{References, references};
 pub use status::{ended_status, virtual_status};
 pub use token::{ANNOTATION_TOKEN, TOKEN_KEY, TokenDelivery, requested_tokens};

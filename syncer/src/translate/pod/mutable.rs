@@ -3,6 +3,8 @@
 //! copy, so that a tenant's `kubectl set image` or deadline takes effect on the host.
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
+use serde_json::json;
+use vnest_crds::digest::short_hash;
 
 /// `actual` with the mutable fields taken from `desired` where the API server allows the
 /// change: each container's and init container's image (matched by name),
@@ -28,6 +30,24 @@ pub fn updated_spec(actual: &PodSpec, desired: &PodSpec) -> Option<PodSpec> {
         spec.tolerations = desired.tolerations.clone();
     }
     (spec != *actual).then_some(spec)
+}
+
+/// A short hash of the fields [`updated_spec`] carries, as `spec` holds them: two specs with
+/// the same hash need no update of one to the other.
+pub fn mutable_hash(spec: &PodSpec) -> String {
+    let images = |containers: &[Container]| -> Vec<(String, Option<String>)> {
+        containers
+            .iter()
+            .map(|c| (c.name.clone(), c.image.clone()))
+            .collect()
+    };
+    let fields = json!([
+        images(&spec.containers),
+        images(spec.init_containers.as_deref().unwrap_or_default()),
+        spec.active_deadline_seconds,
+        spec.tolerations,
+    ]);
+    short_hash(fields.to_string().as_bytes())
 }
 
 fn take_images(live: &mut [Container], desired: &[Container]) {
@@ -153,5 +173,34 @@ mod tests {
             None,
             "a removal among the additions is refused whole"
         );
+    }
+
+    /// Each field an update carries changes the hash; the rest of the spec does not.
+    #[test]
+    fn the_mutable_hash_follows_the_fields_an_update_carries_only() {
+        let base = spec(&[("app", "nginx:1")]);
+        let hash = mutable_hash(&base);
+        let changed = [
+            spec(&[("app", "nginx:2")]),
+            PodSpec {
+                init_containers: Some(vec![container("init", "busybox")]),
+                ..base.clone()
+            },
+            PodSpec {
+                active_deadline_seconds: Some(30),
+                ..base.clone()
+            },
+            PodSpec {
+                tolerations: Some(vec![toleration("a")]),
+                ..base.clone()
+            },
+        ];
+        for other in &changed {
+            assert_ne!(mutable_hash(other), hash, "{other:?}");
+        }
+        let mut same = base.clone();
+        same.containers[0].args = Some(vec!["--verbose".into()]);
+        same.node_name = Some("node-1".into());
+        assert_eq!(mutable_hash(&same), hash);
     }
 }
