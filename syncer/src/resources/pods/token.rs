@@ -35,11 +35,9 @@ pub fn secret_name(host_pod: &str) -> String {
     safe_concat_name(&[host_pod, "sa-token"])
 }
 
-/// A token this syncer holds for a pod and when (Unix seconds) it is renewed; the token is
-/// kept only for annotation delivery (a Secret holds its own copy).
-#[derive(Clone)]
+/// A token for a pod and when (Unix seconds) it is renewed.
 struct Minted {
-    token: Option<String>,
+    token: String,
     renew_at: u64,
 }
 
@@ -51,40 +49,39 @@ fn carried_token(host: Option<&Pod>, uid: &str) -> Option<Minted> {
     }
     let renew_at: u64 = annotations.get(ANNOTATION_TOKEN_RENEW_AT)?.parse().ok()?;
     let token = annotations.get(ANNOTATION_TOKEN)?.clone();
-    (renew_at > unix_now()).then_some(Minted {
-        token: Some(token),
-        renew_at,
-    })
+    (renew_at > unix_now()).then_some(Minted { token, renew_at })
 }
 
 pub struct Tokens {
     /// The pod queue: a pod is reconciled again when its token is due.
     queue: Queue,
-    /// Virtual pod uid → its current token. Due entries are dropped on every insert, so
-    /// deleted pods do not pile up.
-    minted: Mutex<HashMap<String, Minted>>,
+    /// Virtual pod uid → when its current token is renewed. The tokens themselves are held
+    /// only by the host pods (or Secrets) that carry them. Due entries are dropped on every
+    /// insert, so deleted pods do not pile up.
+    renewals: Mutex<HashMap<String, u64>>,
 }
 
 impl Tokens {
     pub fn new(queue: Queue) -> Self {
         Tokens {
             queue,
-            minted: Mutex::default(),
+            renewals: Mutex::default(),
         }
     }
 
-    fn current(&self, uid: &str) -> Option<Minted> {
-        let minted = self.minted.lock().unwrap_or_else(|e| e.into_inner());
-        minted.get(uid).filter(|m| m.renew_at > unix_now()).cloned()
+    /// When the pod's current token is renewed, while it is not due.
+    fn current(&self, uid: &str) -> Option<u64> {
+        let renewals = self.renewals.lock().unwrap_or_else(|e| e.into_inner());
+        renewals.get(uid).copied().filter(|at| *at > unix_now())
     }
 
-    /// Notes the pod's token and queues the pod for when it is due.
-    fn remember(&self, virt: &Pod, minted: Minted) {
-        let left = minted.renew_at.saturating_sub(unix_now());
-        let mut all = self.minted.lock().unwrap_or_else(|e| e.into_inner());
+    /// Notes when the pod's token is due and queues the pod for then.
+    fn remember(&self, virt: &Pod, renew_at: u64) {
+        let left = renew_at.saturating_sub(unix_now());
+        let mut all = self.renewals.lock().unwrap_or_else(|e| e.into_inner());
         let now = unix_now();
-        all.retain(|_, m| m.renew_at > now);
-        all.insert(virt.uid().unwrap_or_default(), minted);
+        all.retain(|_, at| *at > now);
+        all.insert(virt.uid().unwrap_or_default(), renew_at);
         drop(all);
         let key = (virt.namespace().unwrap_or_default(), virt.name_any());
         self.queue.push_after(key, Duration::from_secs(left));
@@ -134,16 +131,13 @@ impl Tokens {
             .ok_or_else(|| anyhow::anyhow!("token request for {ns}/{sa} returned no token"))?;
         // Renew at 80% of the lifetime, as the kubelet does.
         let renew_at = unix_now() + (seconds.max(60) as u64) * 4 / 5;
-        Ok(Some(Minted {
-            token: Some(token),
-            renew_at,
-        }))
+        Ok(Some(Minted { token, renew_at }))
     }
 
     /// The token annotation for the host copy of `virt`: the one a live host copy of this
-    /// same virtual pod carries, else the one held since it was minted, else a new one. Once
-    /// the host copy carries a token, only its renewal time is held (the cached host pod
-    /// keeps the token itself, about 1 KiB a pod).
+    /// same virtual pod carries, else a new one. No token is held here: a new one lives in
+    /// the host pod written with it (if that write fails, or the host cache has not seen it
+    /// yet, the next reconcile mints another; both are valid).
     pub async fn for_annotation(
         &self,
         ctx: &Ctx,
@@ -151,31 +145,18 @@ impl Tokens {
         host: Option<&Pod>,
     ) -> anyhow::Result<Option<TokenDelivery>> {
         let uid = virt.uid().unwrap_or_default();
-        let held = self.current(&uid);
-        let minted = match (carried_token(host, &uid), held) {
-            (Some(carried), held) => {
-                if held.is_none_or(|h| h.token.is_some() || h.renew_at != carried.renew_at) {
-                    self.remember(
-                        virt,
-                        Minted {
-                            token: None,
-                            renew_at: carried.renew_at,
-                        },
-                    );
-                }
-                carried
-            }
-            (None, Some(held)) if held.token.is_some() => held,
-            (None, _) => match self.mint(ctx, virt).await? {
-                Some(m) => {
-                    self.remember(virt, m.clone());
-                    m
-                }
+        let minted = match carried_token(host, &uid) {
+            Some(carried) => carried,
+            None => match self.mint(ctx, virt).await? {
+                Some(minted) => minted,
                 None => return Ok(None),
             },
         };
-        Ok(minted.token.map(|token| TokenDelivery::Annotation {
-            token,
+        if self.current(&uid) != Some(minted.renew_at) {
+            self.remember(virt, minted.renew_at);
+        }
+        Ok(Some(TokenDelivery::Annotation {
+            token: minted.token,
             renew_at: minted.renew_at,
         }))
     }
@@ -190,13 +171,7 @@ impl Tokens {
         if let Some(renew_at) = self.stored_renew_at(ctx, host).await?
             && renew_at > unix_now()
         {
-            self.remember(
-                virt,
-                Minted {
-                    token: None,
-                    renew_at,
-                },
-            );
+            self.remember(virt, renew_at);
             return Ok(());
         }
         let Some(minted) = self.mint(ctx, virt).await? else {
@@ -216,13 +191,7 @@ impl Tokens {
                 owner_references: Some(vec![super::owned_by(host)]),
                 ..Default::default()
             },
-            data: Some(
-                [(
-                    TOKEN_KEY.to_string(),
-                    ByteString(minted.token.clone().unwrap_or_default().into_bytes()),
-                )]
-                .into(),
-            ),
+            data: Some([(TOKEN_KEY.to_string(), ByteString(minted.token.into_bytes()))].into()),
             ..Default::default()
         };
         let secrets: Api<Secret> = Api::namespaced(ctx.host.clone(), &ctx.target.host_namespace);
@@ -234,13 +203,7 @@ impl Tokens {
             )
             .await
             .map_err(super::failed_for(virt, "store the token"))?;
-        self.remember(
-            virt,
-            Minted {
-                token: None,
-                renew_at: minted.renew_at,
-            },
-        );
+        self.remember(virt, minted.renew_at);
         Ok(())
     }
 
@@ -282,10 +245,7 @@ mod tests {
     fn a_host_copy_carries_its_own_pods_token_until_due() {
         let later = unix_now() + 600;
         let carried = carried_token(Some(&host_pod("u-1", later)), "u-1").unwrap();
-        assert_eq!(
-            (carried.token.as_deref(), carried.renew_at),
-            (Some("jwt"), later)
-        );
+        assert_eq!((carried.token.as_str(), carried.renew_at), ("jwt", later));
         assert!(carried_token(Some(&host_pod("u-2", later)), "u-1").is_none());
         assert!(carried_token(Some(&host_pod("u-1", unix_now() - 1)), "u-1").is_none());
         assert!(carried_token(None, "u-1").is_none());
