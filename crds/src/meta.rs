@@ -60,11 +60,6 @@ pub const ANNOTATION_OBJECT_KIND: &str = "vcluster.loft.sh/object-kind";
 /// syncer renews it, so a restarted syncer does not mint a new one early.
 pub const ANNOTATION_TOKEN_RENEW_AT: &str = "vnest.dev/token-renew-at";
 
-/// On host pods: a short hash of the mutable spec fields (images, deadline, tolerations) the
-/// syncer last wrote, so it can cache host pods without their containers and still see when a
-/// tenant's change must be carried over.
-pub const ANNOTATION_MUTABLE_SPEC_HASH: &str = "vnest.dev/mutable-spec-hash";
-
 /// On virtual objects the syncer copied from the host (fromHost classes, bound volumes): only
 /// objects carrying it are ever updated or deleted by the syncer.
 pub const LABEL_FROM_HOST: &str = "vnest.dev/from-host";
@@ -75,8 +70,10 @@ pub const LABEL_REPLICATED_TO_HOST: &str = "vnest.dev/replicated-to-host";
 /// On replicated Services, both ways: `<namespace>/<name>` of the Service they mirror.
 pub const ANNOTATION_REPLICATED_FROM: &str = "vnest.dev/replicated-from";
 
-/// Hash of the desired state last applied to an operator-made object; a differing hash means
-/// the spec changed and the object must be applied again.
+/// Hash of the desired state last applied to an object vnest makes (the operator's children;
+/// the syncer's virtual nodes and custom objects; host pods, of the few spec fields that may
+/// still change, so they are cached without their containers); a differing hash means the
+/// desired state changed and the object must be applied again.
 pub const ANNOTATION_APPLIED_HASH: &str = "vnest.dev/applied-hash";
 
 /// On the control plane's pod template: a short hash of `vc-config-<name>`'s content, so a

@@ -17,7 +17,7 @@ use kube::{
 };
 use tokio::sync::OnceCell;
 use vnest_crds::{
-    PodsToHost, meta::ANNOTATION_MUTABLE_SPEC_HASH, patch::PodPatches, translate::host_name,
+    PodsToHost, meta::ANNOTATION_APPLIED_HASH, patch::PodPatches, translate::host_name,
 };
 
 use super::{metadata_covers, sync_status};
@@ -39,7 +39,7 @@ use token::Tokens;
 use trust_bundles::TrustBundles;
 
 /// What the syncs read of a cached host pod: its metadata (which records the hash of its
-/// mutable fields, [`ANNOTATION_MUTABLE_SPEC_HASH`]) and status, and of its spec the node and
+/// mutable fields, [`ANNOTATION_APPLIED_HASH`]) and status, and of its spec the node and
 /// the names of its ephemeral containers. A container alone weighs over 2 KiB in memory, so
 /// the rest of the spec is most of a cached pod's weight; an update reads the whole pod.
 fn trim_host(pod: &mut Pod) {
@@ -64,7 +64,7 @@ fn trim_host(pod: &mut Pod) {
 fn with_mutable_hash(mut pod: Pod) -> Pod {
     let hash = mutable_hash(pod.spec.as_ref().unwrap_or(&PodSpec::default()));
     pod.annotations_mut()
-        .insert(ANNOTATION_MUTABLE_SPEC_HASH.into(), hash);
+        .insert(ANNOTATION_APPLIED_HASH.into(), hash);
     pod
 }
 
