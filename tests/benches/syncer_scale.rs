@@ -303,8 +303,7 @@ async fn main() {
     let direct_all = direct_burst.all_seen(&direct_seen).await;
     let direct_cpu = cpu_spent(&cpu_start, &cpu_seconds_by_program());
 
-    let writes = "vnest_syncer_host_writes_total";
-    let writes_before = syncer.counter(writes).await.unwrap();
+    let writes_before = syncer.host_writes().await.unwrap();
     let synced_burst = Phase::default();
     let cpu_start = cpu_seconds_by_program();
     burst(&virt_pods, names("burst", n), &synced_burst).await;
@@ -327,10 +326,10 @@ async fn main() {
         .min()
         .expect("sent")
         .elapsed();
-    let writes_total = syncer.counter(writes).await.unwrap() - writes_before;
-    let idle_before = syncer.counter(writes).await.unwrap();
+    let writes_total = syncer.host_writes().await.unwrap() - writes_before;
+    let idle_before = syncer.host_writes().await.unwrap();
     tokio::time::sleep(Duration::from_secs(60)).await;
-    let idle_writes = syncer.counter(writes).await.unwrap() - idle_before;
+    let idle_writes = syncer.host_writes().await.unwrap() - idle_before;
     let (rss, rss_idle) = (peak_rss_mib(syncer.pid()), rss_mib(syncer.pid()));
 
     let (direct_steady, synced_steady) = (Phase::default(), Phase::default());

@@ -383,10 +383,9 @@ async fn a_syncer_killed_mid_burst_ends_with_one_host_pod_per_virtual_pod() {
     }
 
     // Converged means quiet: no host writes while nothing changes.
-    let writes = "vnest_syncer_host_writes_total";
-    let before = syncer.counter(writes).await.unwrap();
+    let before = syncer.host_writes().await.unwrap();
     wait::holds("no idle writes", Duration::from_secs(5), || async {
-        let now = syncer.counter(writes).await?;
+        let now = syncer.host_writes().await?;
         (now == before)
             .then_some(())
             .ok_or(format!("{before} -> {now} host writes"))
